@@ -1,0 +1,62 @@
+# sidemirror: offset-exact Kafka cluster mirroring into stock Apache Kafka.
+#
+#   make demo   set up a fresh machine, start source and destination clusters
+#   make test   set up a fresh machine and run every test (unit, integration, e2e)
+
+SHELL       := bash
+GO          ?= go
+GOBIN       := $(shell $(GO) env GOBIN)
+ifeq ($(GOBIN),)
+GOBIN       := $(shell $(GO) env GOPATH)/bin
+endif
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT      ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X github.com/sidemirror/sidemirror/sidecar.Commit=$(COMMIT)
+UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
+E2E_TIMEOUT ?= 35m
+
+.PHONY: all setup build test test-unit e2e lint demo e2e-fail-check clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/sidemirror ./cmd/sidemirror
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/kafka-cluster-mirrors ./cmd/kafka-cluster-mirrors
+
+# Everything: unit and integration tests (race detector on), then the
+# end-to-end tests on real Kafka.
+test: setup
+	$(MAKE) test-unit
+	$(MAKE) e2e
+
+test-unit:
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+# End-to-end packages each start their own Kafka clusters; -p 1 runs them
+# one after another so the suite fits two cores.
+e2e: build
+	$(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./e2e/...
+
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GOBIN)/staticcheck ./...
+
+# Shows that a failing end-to-end run leaves no Kafka JVM behind.
+# The failing run's output goes to bin/e2e-fail-check.log.
+e2e-fail-check:
+	@mkdir -p bin
+	@if SIDEMIRROR_E2E_FAIL_ON_PURPOSE=fail $(GO) test -count=1 -run 'TestFailOnPurpose' ./e2e/ >bin/e2e-fail-check.log 2>&1; then \
+		echo "the test that fails on purpose passed: see bin/e2e-fail-check.log"; exit 1; fi
+	@echo "a test failed on purpose midway (log: bin/e2e-fail-check.log)"
+	@for i in $$(seq 50); do pgrep -x java >/dev/null || { echo "no java process left"; exit 0; }; sleep 0.2; done; \
+		echo "java processes left behind:"; pgrep -a -x java; exit 1
+
+demo: setup build
+	$(GO) run ./e2e/cmd/testbed up $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))
+
+clean:
+	rm -rf bin

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	testVersion = "1.2.3-test"
+	testCommit  = "abc1234"
+)
+
+// buildBinary builds sidemirror with a version set through -ldflags.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sidemirror")
+	pkg := "github.com/sidemirror/sidemirror/sidecar"
+	cmd := exec.Command("go", "build", "-o", bin,
+		"-ldflags", fmt.Sprintf("-X %s.Version=%s -X %s.Commit=%s", pkg, testVersion, pkg, testCommit), ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sidecar.properties")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	default:
+		t.Fatalf("running the binary: %v", err)
+		return -1
+	}
+}
+
+// lockedBuffer collects output written by one goroutine and read by another.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestBinary(t *testing.T) {
+	bin := buildBinary(t)
+
+	t.Run("version", func(t *testing.T) {
+		out, err := exec.Command(bin, "version").Output()
+		if code := exitCode(t, err); code != 0 {
+			t.Fatalf("exit code %d", code)
+		}
+		if want := "sidemirror " + testVersion + " (commit " + testCommit + ")\n"; string(out) != want {
+			t.Errorf("version printed %q, want %q", out, want)
+		}
+	})
+
+	badConfigs := []struct {
+		name, text, key, value string
+	}{
+		{"typo key", "locl.broker.id=1\n", "locl.broker.id", `did you mean "local.broker.id"?`},
+		{"bad broker id", "local.broker.id=abc\nlocal.bootstrap.servers=127.0.0.1:9092\ndata.dir=/tmp/x\n", "local.broker.id", `"abc"`},
+		{"missing required key", "local.broker.id=1\ndata.dir=/tmp/x\n", "local.bootstrap.servers", ""},
+	}
+	for _, tc := range badConfigs {
+		t.Run("bad config: "+tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, "run", "--config", writeConfig(t, tc.text))
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if code := exitCode(t, cmd.Run()); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\n") {
+				t.Errorf("stderr is not exactly one line:\n%s", msg)
+			}
+			if !strings.Contains(msg, tc.key) || !strings.Contains(msg, tc.value) {
+				t.Errorf("stderr %q does not name %q and %q", msg, tc.key, tc.value)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout is not empty: %q", stdout.String())
+			}
+		})
+	}
+
+	t.Run("run until SIGTERM", func(t *testing.T) {
+		dataDir := filepath.Join(t.TempDir(), "data")
+		cfg := writeConfig(t, strings.Join([]string{
+			"local.broker.id=1",
+			"local.bootstrap.servers=127.0.0.1:9092",
+			"data.dir=" + dataDir,
+			"admin.listener=127.0.0.1:0",
+			"raft.listener=127.0.0.1:0",
+			"http.listener=127.0.0.1:0",
+			"destination.security.protocol=SASL_PLAINTEXT",
+			`destination.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="sm" password="hunter2-secret";`,
+		}, "\n"))
+		cmd := exec.Command(bin, "run", "--config", cfg)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+		// Read the JSON log lines; the daemon logs the bound HTTP address.
+		var logs lockedBuffer
+		addrc := make(chan string, 1)
+		scanned := make(chan struct{})
+		go func() {
+			defer close(scanned)
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				fmt.Fprintln(&logs, sc.Text())
+				var entry struct {
+					Msg  string `json:"msg"`
+					Addr string `json:"http-address"`
+				}
+				if json.Unmarshal(sc.Bytes(), &entry) == nil && entry.Addr != "" {
+					addrc <- entry.Addr
+				}
+			}
+		}()
+		var addr string
+		select {
+		case addr = <-addrc:
+		case <-scanned:
+			t.Fatalf("the daemon exited before logging its HTTP address:\n%s", logs.String())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no http-address logged within 10s:\n%s", logs.String())
+		}
+
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatalf("GET /healthz: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/healthz = %d, want 200", resp.StatusCode)
+		}
+
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() {
+			<-scanned // Wait must not close the pipe before the reader is done
+			exited <- cmd.Wait()
+		}()
+		select {
+		case err := <-exited:
+			if code := exitCode(t, err); code != 0 {
+				t.Errorf("exit code %d after SIGTERM, want 0; logs:\n%s", code, logs.String())
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the daemon did not exit within 5s of SIGTERM; logs:\n%s", logs.String())
+		}
+
+		out := logs.String()
+		if strings.Contains(out, "hunter2-secret") {
+			t.Errorf("the logs reveal the password:\n%s", out)
+		}
+		for _, want := range []string{`"destination.sasl.jaas.config":"[hidden]"`, `"version":"` + testVersion + `"`, "sidemirror stopped"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the logs lack %s:\n%s", want, out)
+			}
+		}
+	})
+}

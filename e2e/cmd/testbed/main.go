@@ -1,0 +1,85 @@
+// Command testbed resolves Apache Kafka's jars and runs the local clusters of
+// the end-to-end test bed by hand.
+//
+//	testbed fetch   resolve the Kafka jars into the cache (a no-op when cached)
+//	testbed up      start a source and a destination cluster, print their
+//	                addresses and wait for Ctrl-C (or -duration)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	progress := func(s string) { fmt.Fprintln(os.Stderr, "testbed:", s) }
+	switch os.Args[1] {
+	case "fetch":
+		d, err := testbed.Resolve(ctx, testbed.KafkaVersion(), progress)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("Apache Kafka %s jars in %s\n", d.Version, d.LibDir)
+	case "up":
+		fs := flag.NewFlagSet("up", flag.ExitOnError)
+		duration := fs.Duration("duration", 0, "stop after this long (0: wait for Ctrl-C)")
+		_ = fs.Parse(os.Args[2:])
+		env, err := testbed.StartEnv(ctx, testbed.DefaultEnvOptions(), progress)
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(env.Dir)
+		defer env.Close()
+		printEnv(env)
+		if *duration > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(*duration):
+			}
+		} else {
+			<-ctx.Done()
+		}
+		fmt.Fprintln(os.Stderr, "testbed: stopping clusters")
+	default:
+		usage()
+	}
+}
+
+func printEnv(env *testbed.Env) {
+	fmt.Printf("Apache Kafka %s, data and logs under %s\n\n", env.Dist.Version, env.Dir)
+	fmt.Printf("source cluster %s\n  bootstrap.servers=%s\n  security.protocol=%s\n\n",
+		env.Source.ID(), env.Source.Bootstrap(), env.Source.SecurityProtocol())
+	fmt.Printf("destination cluster %s\n  bootstrap.servers=%s\n  security.protocol=%s\n  sasl.mechanism=PLAIN\n",
+		env.Destination.ID(), env.Destination.Bootstrap(), env.Destination.SecurityProtocol())
+	for _, u := range testbed.Users {
+		path := filepath.Join(env.Dir, u.Name+".properties")
+		if err := env.Destination.WriteClientProperties(path, u); err != nil {
+			fail(err)
+		}
+		fmt.Printf("  client properties for user %s: %s\n", u.Name, path)
+	}
+	fmt.Println("\nPress Ctrl-C to stop.")
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: testbed fetch | testbed up [-duration 1m]")
+	os.Exit(2)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}

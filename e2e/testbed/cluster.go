@@ -1,0 +1,544 @@
+package testbed
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ClusterOptions describe one KRaft cluster of combined broker+controller
+// nodes.
+type ClusterOptions struct {
+	// Name names the cluster in logs and directories ("source").
+	Name string
+	// Nodes is the number of nodes; node IDs are 1..Nodes.
+	Nodes int
+	// SASL makes the client listener SASL_PLAINTEXT with the PLAIN users of
+	// Users; otherwise it is PLAINTEXT.
+	SASL bool
+	// Authorizer enables StandardAuthorizer with allow.everyone.if.no.acl.found
+	// and the super users of SuperUsers.
+	Authorizer bool
+	// HeapMB is each node's maximum JVM heap (default 512).
+	HeapMB int
+	// JVMOptions replace the default JVM tuning flags when not nil.
+	JVMOptions []string
+	// BrokerConfig overrides or adds server.properties entries.
+	BrokerConfig map[string]string
+}
+
+// User is a SASL/PLAIN principal of a test cluster.
+type User struct {
+	Name     string
+	Password string
+}
+
+// The principals of every SASL test cluster. Sidemirror and Admin are super
+// users; Alice is an ordinary user that ACLs apply to. Broker is the
+// inter-broker principal.
+var (
+	Sidemirror = User{Name: "sidemirror", Password: "sidemirror-secret"}
+	Admin      = User{Name: "admin", Password: "admin-secret"}
+	Alice      = User{Name: "alice", Password: "alice-secret"}
+	brokerUser = User{Name: "broker", Password: "broker-secret"}
+)
+
+// Users lists the PLAIN users every SASL cluster knows.
+var Users = []User{Sidemirror, Admin, Alice}
+
+// SuperUsers lists the principals that bypass ACLs on clusters with an
+// authorizer. ANONYMOUS is the principal of the PLAINTEXT controller
+// listener, which only nodes of the cluster use.
+var SuperUsers = []string{"User:" + Sidemirror.Name, "User:" + Admin.Name, "User:" + brokerUser.Name, "User:ANONYMOUS"}
+
+// Cluster is a running (or stopped) test cluster.
+type Cluster struct {
+	opts  ClusterOptions
+	dist  Distribution
+	id    string // Kafka cluster ID
+	dir   string
+	nodes []*Node
+}
+
+// Node is one broker+controller process of a Cluster.
+type Node struct {
+	ID             int32
+	BrokerAddr     string // client listener, host:port
+	ControllerAddr string
+	cluster        *Cluster
+	dir            string
+	logPath        string
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// StartCluster formats and starts a cluster under parent and waits until
+// every node is ready. On error the nodes already started are killed.
+func StartCluster(ctx context.Context, dist Distribution, parent string, opts ClusterOptions) (*Cluster, error) {
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.HeapMB <= 0 {
+		opts.HeapMB = 512
+	}
+	if opts.Name == "" {
+		opts.Name = "cluster"
+	}
+	c := &Cluster{opts: opts, dist: dist, id: newClusterID(), dir: filepath.Join(parent, opts.Name)}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	ports, err := freePorts(2 * opts.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	for i := range opts.Nodes {
+		n := &Node{
+			ID:             int32(i + 1),
+			BrokerAddr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
+			ControllerAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
+			cluster:        c,
+		}
+		n.dir = filepath.Join(c.dir, fmt.Sprintf("node-%d", n.ID))
+		n.logPath = filepath.Join(c.dir, fmt.Sprintf("node-%d.log", n.ID))
+		c.nodes = append(c.nodes, n)
+	}
+	for _, n := range c.nodes {
+		if err := n.writeConfig(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.format(ctx); err != nil {
+		return nil, err
+	}
+	for _, n := range c.nodes {
+		if err := n.launch(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name returns the cluster's name.
+func (c *Cluster) Name() string { return c.opts.Name }
+
+// ID returns the Kafka cluster ID the nodes were formatted with.
+func (c *Cluster) ID() string { return c.id }
+
+// Dir returns the directory holding the cluster's data and logs.
+func (c *Cluster) Dir() string { return c.dir }
+
+// SASL reports whether clients must authenticate with SASL/PLAIN.
+func (c *Cluster) SASL() bool { return c.opts.SASL }
+
+// Nodes returns the cluster's nodes, ordered by ID.
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// Node returns the node with the given ID, or nil.
+func (c *Cluster) Node(id int32) *Node {
+	for _, n := range c.nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// Bootstrap returns the client bootstrap servers of every node.
+func (c *Cluster) Bootstrap() string {
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.BrokerAddr
+	}
+	return strings.Join(addrs, ",")
+}
+
+// SecurityProtocol returns the client listener's security.protocol.
+func (c *Cluster) SecurityProtocol() string {
+	if c.opts.SASL {
+		return "SASL_PLAINTEXT"
+	}
+	return "PLAINTEXT"
+}
+
+// Close stops every node: SIGTERM, then SIGKILL for those still running after
+// a short grace period. Data stays on disk.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = n.Stop(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// WaitReady waits until every running node answers Metadata listing all
+// running nodes of the cluster.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	for _, n := range c.nodes {
+		if n.Running() {
+			if err := n.WaitReady(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// LogTails returns the last lines of each node's log, headed by its path.
+func (c *Cluster) LogTails(lines int) string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		data, err := os.ReadFile(n.logPath)
+		if err != nil {
+			fmt.Fprintf(&b, "=== %s: %v\n", n.logPath, err)
+			continue
+		}
+		fmt.Fprintf(&b, "=== last %d lines of %s\n%s\n", lines, n.logPath, tail(string(data), lines))
+	}
+	return b.String()
+}
+
+// format runs Kafka's StorageTool for every node, in parallel.
+func (c *Cluster) format(ctx context.Context) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.format(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (n *Node) configPath() string { return filepath.Join(n.dir, "server.properties") }
+
+// writeConfig writes the node's server.properties.
+func (n *Node) writeConfig() error {
+	c := n.cluster
+	if err := os.MkdirAll(filepath.Join(n.dir, "data"), 0o755); err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	voters := make([]string, len(c.nodes))
+	for i, o := range c.nodes {
+		voters[i] = fmt.Sprintf("%d@%s", o.ID, o.ControllerAddr)
+	}
+	rf := strconv.Itoa(min(3, len(c.nodes)))
+	minISR := strconv.Itoa(max(1, min(2, len(c.nodes)-1)))
+	props := map[string]string{
+		"process.roles":                                    "broker,controller",
+		"node.id":                                          strconv.Itoa(int(n.ID)),
+		"controller.quorum.voters":                         strings.Join(voters, ","),
+		"listeners":                                        "BROKER://" + n.BrokerAddr + ",CONTROLLER://" + n.ControllerAddr,
+		"advertised.listeners":                             "BROKER://" + n.BrokerAddr,
+		"listener.security.protocol.map":                   "BROKER:" + c.SecurityProtocol() + ",CONTROLLER:PLAINTEXT",
+		"inter.broker.listener.name":                       "BROKER",
+		"controller.listener.names":                        "CONTROLLER",
+		"log.dirs":                                         filepath.Join(n.dir, "data"),
+		"auto.create.topics.enable":                        "false",
+		"default.replication.factor":                       rf,
+		"offsets.topic.replication.factor":                 rf,
+		"offsets.topic.num.partitions":                     "10",
+		"transaction.state.log.replication.factor":         rf,
+		"transaction.state.log.min.isr":                    minISR,
+		"transaction.state.log.num.partitions":             "10",
+		"share.coordinator.state.topic.replication.factor": rf,
+		"share.coordinator.state.topic.min.isr":            minISR,
+		"group.initial.rebalance.delay.ms":                 "0",
+		"num.network.threads":                              "2",
+		"num.io.threads":                                   "4",
+		"background.threads":                               "4",
+		"num.recovery.threads.per.data.dir":                "1",
+		"log.cleaner.threads":                              "1",
+		"log.cleaner.dedupe.buffer.size":                   strconv.Itoa(16 << 20),
+	}
+	if c.opts.SASL {
+		var jaas strings.Builder
+		fmt.Fprintf(&jaas, `org.apache.kafka.common.security.plain.PlainLoginModule required username=%q password=%q`, brokerUser.Name, brokerUser.Password)
+		for _, u := range append([]User{brokerUser}, Users...) {
+			fmt.Fprintf(&jaas, ` user_%s=%q`, u.Name, u.Password)
+		}
+		jaas.WriteString(";")
+		props["sasl.enabled.mechanisms"] = "PLAIN"
+		props["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
+		props["listener.name.broker.plain.sasl.jaas.config"] = jaas.String()
+	}
+	if c.opts.Authorizer {
+		props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+		props["allow.everyone.if.no.acl.found"] = "true"
+		props["super.users"] = strings.Join(SuperUsers, ";")
+	}
+	maps.Copy(props, c.opts.BrokerConfig)
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
+	}
+	return os.WriteFile(n.configPath(), []byte(b.String()), 0o644)
+}
+
+// format runs `kafka-storage format` for the node.
+func (n *Node) format(ctx context.Context) error {
+	java, err := javaPath()
+	if err != nil {
+		return err
+	}
+	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + filepath.Join(n.cluster.dir, "log4j2.properties"),
+		"-cp", n.cluster.dist.Classpath(), "kafka.tools.StorageTool",
+		"format", "-t", n.cluster.id, "-c", n.configPath()}
+	cmd := exec.CommandContext(ctx, java, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("testbed: format %s node %d: %w\n%s", n.cluster.opts.Name, n.ID, err, tail(string(out), 20))
+	}
+	return nil
+}
+
+// jvmOptions returns the node's JVM flags.
+func (n *Node) jvmOptions() []string {
+	o := n.cluster.opts
+	opts := o.JVMOptions
+	if opts == nil {
+		// Small and frugal: serial GC and the client compiler keep a node's
+		// CPU low on a 2-core machine.
+		opts = []string{"-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m"}
+	}
+	return append(slices.Clone(opts),
+		fmt.Sprintf("-Xmx%dm", o.HeapMB),
+		"-Djava.awt.headless=true",
+		"-Dlog4j2.configurationFile="+filepath.Join(n.cluster.dir, "log4j2.properties"))
+}
+
+// launch starts the node's JVM without waiting for readiness.
+func (n *Node) launch() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc != nil {
+		select {
+		case <-n.proc.exited:
+		default:
+			return fmt.Errorf("testbed: %s node %d is already running", n.cluster.opts.Name, n.ID)
+		}
+	}
+	java, err := javaPath()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	fmt.Fprintf(logf, "===== testbed: starting %s node %d at %s\n", n.cluster.opts.Name, n.ID, time.Now().Format(time.RFC3339Nano))
+	args := append(n.jvmOptions(), "-cp", n.cluster.dist.Classpath(), "kafka.Kafka", n.configPath())
+	cmd := exec.Command(java, args...)
+	cmd.Dir = n.dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	p, err := startProcess(cmd)
+	logf.Close() // the child holds its own descriptor
+	if err != nil {
+		return err
+	}
+	n.proc = p
+	return nil
+}
+
+// Start starts a stopped node and waits until it is ready.
+func (n *Node) Start(ctx context.Context) error {
+	if err := n.launch(); err != nil {
+		return err
+	}
+	return n.WaitReady(ctx)
+}
+
+// Stop shuts the node down with SIGTERM (a controlled shutdown that moves
+// leadership away) and waits for it to exit; it kills the node if ctx ends
+// first.
+func (n *Node) Stop(ctx context.Context) error {
+	p := n.current()
+	if p == nil {
+		return nil
+	}
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return nil
+	case <-ctx.Done():
+		p.signal(syscall.SIGKILL)
+		<-p.exited
+		return fmt.Errorf("testbed: %s node %d did not stop in time and was killed", n.cluster.opts.Name, n.ID)
+	}
+}
+
+// Kill ends the node with SIGKILL, like a crash, and waits for it to exit.
+func (n *Node) Kill() {
+	if p := n.current(); p != nil {
+		p.signal(syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+// Running reports whether the node's process is alive.
+func (n *Node) Running() bool { return n.current() != nil }
+
+// PID returns the node's process ID, or 0 when it is not running.
+func (n *Node) PID() int {
+	if p := n.current(); p != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
+// LogPath returns the file the node's output goes to.
+func (n *Node) LogPath() string { return n.logPath }
+
+// current returns the running process, or nil.
+func (n *Node) current() *process {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return nil
+	}
+	select {
+	case <-n.proc.exited:
+		return nil
+	default:
+		return n.proc
+	}
+}
+
+// WaitReady polls the node until it answers Metadata with itself and every
+// other running node of its cluster registered, or ctx ends.
+func (n *Node) WaitReady(ctx context.Context) error {
+	var last error
+	for {
+		p := n.current()
+		if p == nil {
+			return fmt.Errorf("testbed: %s node %d exited during start-up (log %s):\n%s",
+				n.cluster.opts.Name, n.ID, n.logPath, tailFile(n.logPath, 30))
+		}
+		if last = n.probe(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testbed: %s node %d not ready: %v (log %s):\n%s",
+				n.cluster.opts.Name, n.ID, last, n.logPath, tailFile(n.logPath, 30))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// probe asks the node for metadata once.
+func (n *Node) probe(ctx context.Context) error {
+	opts := append(n.cluster.ClientOptions(Sidemirror),
+		kgo.SeedBrokers(n.BrokerAddr), kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+	if err != nil {
+		return err
+	}
+	registered := map[int32]bool{}
+	for _, b := range resp.Brokers {
+		registered[b.NodeID] = true
+	}
+	for _, o := range n.cluster.nodes {
+		if (o == n || o.Running()) && !registered[o.ID] {
+			return fmt.Errorf("node %d not registered yet", o.ID)
+		}
+	}
+	return nil
+}
+
+// tailFile returns the last lines of a file, or the error reading it.
+func tailFile(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return tail(string(data), lines)
+}
+
+// newClusterID returns a random Kafka cluster ID (a base64 UUID).
+func newClusterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// freePorts reserves n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("testbed: no free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// log4jConfig sends the broker's logs to standard output, which the test bed
+// writes to the node's log file.
+const log4jConfig = `status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+`

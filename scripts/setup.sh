@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything sidemirror's build, tests and demo need on a fresh
+# Debian machine and is a quick no-op when all is present:
+#   - Debian packages: kcat (independent test client), maven, a Java 17+ runtime
+#   - Go modules of go.mod, and staticcheck for `make lint`
+#   - Apache Kafka's jars, resolved by Maven from Maven Central into
+#     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+packages=()
+command -v kcat >/dev/null 2>&1 || packages+=(kcat)
+command -v mvn >/dev/null 2>&1 || packages+=(maven)
+command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
+if ((${#packages[@]})); then
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+	say "installing Debian packages: ${packages[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+fi
+
+java_major=$(java -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2}')
+if [ "${java_major%%.*}" -lt 17 ]; then
+	say "Java $java_major found; Kafka 4 needs Java 17 or newer (set JAVA_HOME or install openjdk-17-jre-headless)"
+	exit 1
+fi
+command -v go >/dev/null 2>&1 || { say "Go not found: install Go 1.26 or newer"; exit 1; }
+
+say "downloading Go modules"
+go mod download
+
+gobin=$(go env GOBIN)
+[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+if [ ! -x "$gobin/staticcheck" ]; then
+	say "installing staticcheck"
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+
+go run ./e2e/cmd/testbed fetch >&2

@@ -1,0 +1,361 @@
+package sidecar
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Keys of the sidecar's properties file, in the order of the reference
+// (docs/configuration.md) and of Config.Redacted. The destination cluster's
+// client keys are DestinationPrefix + ClientKeys.
+const (
+	KeyLocalBrokerID         = "local.broker.id"
+	KeyLocalBootstrapServers = "local.bootstrap.servers"
+	KeyAdminListener         = "admin.listener"
+	KeyRaftListener          = "raft.listener"
+	KeyHTTPListener          = "http.listener"
+	KeyDataDir               = "data.dir"
+	KeyRaftPeers             = "raft.peers"
+	KeyLogFormat             = "log.format"
+	KeyLogLevel              = "log.level"
+
+	// DestinationPrefix prefixes the Kafka client properties that the
+	// sidecar uses towards its own (destination) cluster.
+	DestinationPrefix = "destination."
+)
+
+// Config is the sidecar's configuration. Build one with DefaultConfig and
+// set fields, or read one with LoadConfig/ParseConfig; either way, check it
+// with Validate.
+type Config struct {
+	// LocalBrokerID is the node ID of the broker this sidecar runs next to
+	// (local.broker.id). It is also the sidecar's raft node ID.
+	LocalBrokerID int32
+	// LocalBootstrapServers reaches the local broker (local.bootstrap.servers).
+	LocalBootstrapServers []string
+	// Destination holds the client properties for the destination cluster
+	// (destination.*). Its BootstrapServers are LocalBootstrapServers.
+	Destination ClientConfig
+
+	AdminListener string // admin.listener: Kafka-protocol admin endpoint
+	RaftListener  string // raft.listener: raft transport
+	HTTPListener  string // http.listener: /metrics and /healthz
+
+	// DataDir holds raft state and the lock file (data.dir, absolute).
+	DataDir string
+	// RaftPeers lists the raft group (raft.peers); empty means a group of
+	// this sidecar alone. See RaftMembers.
+	RaftPeers []RaftPeer
+
+	LogFormat string // log.format: json or console
+	LogLevel  string // log.level: debug, info, warn or error
+}
+
+// RaftPeer is one member of the raft group: a sidecar, identified by the ID
+// of its broker, and its raft.listener address.
+type RaftPeer struct {
+	ID      int32
+	Address string
+}
+
+func (p RaftPeer) String() string { return fmt.Sprintf("%d@%s", p.ID, p.Address) }
+
+// Accepted values of log.format and log.level.
+var (
+	logFormats = []string{"json", "console"}
+	logLevels  = []string{"debug", "info", "warn", "error"}
+)
+
+// DefaultConfig returns a Config with every default set. LocalBrokerID is -1
+// (unset); LocalBootstrapServers and DataDir are empty; all three are
+// required.
+func DefaultConfig() Config {
+	return Config{
+		LocalBrokerID: -1,
+		Destination:   DefaultClientConfig(DestinationPrefix),
+		AdminListener: "127.0.0.1:9191",
+		RaftListener:  "127.0.0.1:9192",
+		HTTPListener:  "127.0.0.1:9193",
+		LogFormat:     "json",
+		LogLevel:      "info",
+	}
+}
+
+// RaftMembers returns the raft group: RaftPeers, or when that is empty, this
+// sidecar alone at its raft.listener.
+func (c Config) RaftMembers() []RaftPeer {
+	if len(c.RaftPeers) == 0 {
+		return []RaftPeer{{ID: c.LocalBrokerID, Address: c.RaftListener}}
+	}
+	return append([]RaftPeer(nil), c.RaftPeers...)
+}
+
+// Validate checks the configuration and returns the first problem as a
+// one-line *ConfigError naming the key, the offending value and what is
+// expected.
+func (c Config) Validate() error {
+	if c.LocalBrokerID < 0 {
+		return configErr(KeyLocalBrokerID, "%d is negative (expected a broker ID >= 0)", c.LocalBrokerID)
+	}
+	if len(c.LocalBootstrapServers) == 0 {
+		return configErr(KeyLocalBootstrapServers, "is empty (expected host:port of the local broker, e.g. 127.0.0.1:9092)")
+	}
+	for _, s := range c.LocalBootstrapServers {
+		if problem := checkHostPort(s, false, false); problem != "" {
+			return configErr(KeyLocalBootstrapServers, "%q %s", s, problem)
+		}
+	}
+	if err := c.Destination.Validate(); err != nil {
+		return err
+	}
+	for _, l := range []struct{ key, addr string }{
+		{KeyAdminListener, c.AdminListener},
+		{KeyRaftListener, c.RaftListener},
+		{KeyHTTPListener, c.HTTPListener},
+	} {
+		if problem := checkHostPort(l.addr, true, true); problem != "" {
+			return configErr(l.key, "%q %s", l.addr, problem)
+		}
+	}
+	if c.DataDir == "" {
+		return configErr(KeyDataDir, "is empty (expected an absolute path, e.g. /var/lib/sidemirror)")
+	}
+	if !filepath.IsAbs(c.DataDir) {
+		return configErr(KeyDataDir, "%q is not an absolute path (expected e.g. /var/lib/sidemirror)", c.DataDir)
+	}
+	if err := c.validateRaftPeers(); err != nil {
+		return err
+	}
+	if !slices.Contains(logFormats, c.LogFormat) {
+		return configErr(KeyLogFormat, "%q is not supported (expected %s)", c.LogFormat, orList(logFormats))
+	}
+	if !slices.Contains(logLevels, c.LogLevel) {
+		return configErr(KeyLogLevel, "%q is not supported (expected %s)", c.LogLevel, orList(logLevels))
+	}
+	return nil
+}
+
+func (c Config) validateRaftPeers() error {
+	if len(c.RaftPeers) == 0 {
+		return nil
+	}
+	ids := make(map[int32]RaftPeer)
+	addrs := make(map[string]RaftPeer)
+	foundLocal := false
+	for _, p := range c.RaftPeers {
+		if p.ID < 0 {
+			return configErr(KeyRaftPeers, "%q has a negative ID (expected id@host:port with the broker ID >= 0)", p.String())
+		}
+		if problem := checkHostPort(p.Address, false, false); problem != "" {
+			return configErr(KeyRaftPeers, "%q: address %q %s", p.String(), p.Address, problem)
+		}
+		if prev, dup := ids[p.ID]; dup {
+			return configErr(KeyRaftPeers, "ID %d appears twice (%q and %q; expected one entry per broker)", p.ID, prev.String(), p.String())
+		}
+		if prev, dup := addrs[p.Address]; dup {
+			return configErr(KeyRaftPeers, "address %q appears twice (%q and %q; expected one entry per broker)", p.Address, prev.String(), p.String())
+		}
+		ids[p.ID], addrs[p.Address] = p, p
+		foundLocal = foundLocal || p.ID == c.LocalBrokerID
+	}
+	if !foundLocal {
+		return configErr(KeyRaftPeers, "%q does not contain local.broker.id %d (expected an entry %d@<this sidecar's raft.listener>)",
+			formatPeers(c.RaftPeers), c.LocalBrokerID, c.LocalBrokerID)
+	}
+	return nil
+}
+
+// LoadConfig reads a properties file, resolves ${env:...} and ${file:...}
+// references and returns the validated Config.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, &ConfigError{msg: "config: " + (&readError{path: path, err: err}).Error(), Cause: err}
+	}
+	defer f.Close()
+	props, err := ParseProperties(f)
+	if err != nil {
+		return Config{}, &ConfigError{msg: "config: " + (&readError{path: path, err: err}).Error(), Cause: err}
+	}
+	return ParseConfig(props)
+}
+
+// field is one sidecar key and how it sets a Config.
+type field struct {
+	key      string
+	required string // non-empty: the key is required; says what is expected
+	set      func(c *Config, value string) error
+}
+
+var fields = []field{
+	{KeyLocalBrokerID, "expected a broker ID >= 0", func(c *Config, v string) error {
+		id, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return configErr(KeyLocalBrokerID, "%q is not an integer (expected a broker ID >= 0)", v)
+		}
+		c.LocalBrokerID = int32(id)
+		return nil
+	}},
+	{KeyLocalBootstrapServers, "expected host:port of the local broker, e.g. 127.0.0.1:9092", func(c *Config, v string) error {
+		c.LocalBootstrapServers = splitList(v)
+		return nil
+	}},
+	{KeyAdminListener, "", func(c *Config, v string) error { c.AdminListener = v; return nil }},
+	{KeyRaftListener, "", func(c *Config, v string) error { c.RaftListener = v; return nil }},
+	{KeyHTTPListener, "", func(c *Config, v string) error { c.HTTPListener = v; return nil }},
+	{KeyDataDir, "expected an absolute path, e.g. /var/lib/sidemirror", func(c *Config, v string) error {
+		c.DataDir = v
+		if filepath.IsAbs(v) {
+			c.DataDir = filepath.Clean(v)
+		}
+		return nil
+	}},
+	{KeyRaftPeers, "", func(c *Config, v string) error {
+		peers, err := parseRaftPeers(v)
+		c.RaftPeers = peers
+		return err
+	}},
+	{KeyLogFormat, "", func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{KeyLogLevel, "", func(c *Config, v string) error { c.LogLevel = v; return nil }},
+}
+
+// ParseConfig builds a Config from properties (as read by ParseProperties):
+// unknown keys are refused, ${env:NAME} and ${file:path:key} references are
+// resolved, defaults fill what is absent, and the result is validated.
+// Problems are reported in file order, one at a time.
+func ParseConfig(props []Property) (Config, error) {
+	known := make([]string, 0, len(fields)+len(ClientKeys))
+	byKey := make(map[string]field, len(fields))
+	for _, f := range fields {
+		known = append(known, f.key)
+		byKey[f.key] = f
+	}
+	for _, k := range ClientKeys {
+		known = append(known, DestinationPrefix+k)
+	}
+	for _, p := range props {
+		if !slices.Contains(known, p.Key) {
+			return Config{}, unknownKeyError(p.Key, known, DestinationPrefix)
+		}
+	}
+
+	r := newResolver()
+	values := make(map[string]string, len(props))
+	client := make(map[string]string)
+	for _, p := range props {
+		v, err := r.resolve(p.Key, strings.TrimSpace(p.Value))
+		if err != nil {
+			return Config{}, err
+		}
+		values[p.Key] = v
+		if strings.HasPrefix(p.Key, DestinationPrefix) {
+			client[p.Key] = v
+		}
+	}
+
+	c := DefaultConfig()
+	for _, p := range props {
+		if f, ok := byKey[p.Key]; ok {
+			if err := f.set(&c, values[p.Key]); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	for _, f := range fields {
+		if _, ok := values[f.key]; !ok && f.required != "" {
+			return Config{}, &ConfigError{Key: f.key, msg: fmt.Sprintf("config: missing required key %q (%s)", f.key, f.required)}
+		}
+	}
+	dest, err := ParseClientConfig(client, DestinationPrefix)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Destination = dest
+	c.Destination.BootstrapServers = c.LocalBootstrapServers
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// parseRaftPeers parses "id@host:port,id@host:port". Addresses and
+// uniqueness are checked by Validate.
+func parseRaftPeers(v string) ([]RaftPeer, error) {
+	var peers []RaftPeer
+	for _, entry := range splitList(v) {
+		id, addr, ok := strings.Cut(entry, "@")
+		if !ok {
+			return nil, configErr(KeyRaftPeers, "%q has no '@' (expected id@host:port, e.g. 1@10.0.0.1:9192)", entry)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(id), 10, 32)
+		if err != nil {
+			return nil, configErr(KeyRaftPeers, "%q: ID %q is not an integer (expected id@host:port, e.g. 1@10.0.0.1:9192)", entry, id)
+		}
+		peers = append(peers, RaftPeer{ID: int32(n), Address: strings.TrimSpace(addr)})
+	}
+	return peers, nil
+}
+
+// Redacted returns the effective configuration as key/value pairs in
+// reference order, every key included, secrets shown as [hidden].
+func (c Config) Redacted() []Property {
+	props := []Property{
+		{Key: KeyLocalBrokerID, Value: strconv.Itoa(int(c.LocalBrokerID))},
+		{Key: KeyLocalBootstrapServers, Value: strings.Join(c.LocalBootstrapServers, ",")},
+	}
+	props = append(props, c.Destination.Redacted()...)
+	return append(props,
+		Property{Key: KeyAdminListener, Value: c.AdminListener},
+		Property{Key: KeyRaftListener, Value: c.RaftListener},
+		Property{Key: KeyHTTPListener, Value: c.HTTPListener},
+		Property{Key: KeyDataDir, Value: c.DataDir},
+		Property{Key: KeyRaftPeers, Value: formatPeers(c.RaftPeers)},
+		Property{Key: KeyLogFormat, Value: c.LogFormat},
+		Property{Key: KeyLogLevel, Value: c.LogLevel},
+	)
+}
+
+// String prints the effective configuration as properties, one key per
+// line, secrets hidden.
+func (c Config) String() string {
+	var b strings.Builder
+	for _, p := range c.Redacted() {
+		fmt.Fprintf(&b, "%s=%s\n", p.Key, p.Value)
+	}
+	return b.String()
+}
+
+// MarshalLogObject logs the effective configuration (secrets hidden) as a
+// zap object: log.Info("...", zap.Object("config", cfg)).
+func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	for _, p := range c.Redacted() {
+		enc.AddString(p.Key, p.Value)
+	}
+	return nil
+}
+
+func formatPeers(peers []RaftPeer) string {
+	s := make([]string, len(peers))
+	for i, p := range peers {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// splitList splits a comma-separated list, trimming blanks and dropping
+// empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
