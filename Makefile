@@ -52,8 +52,7 @@ e2e-fail-check:
 	@if SIDEMIRROR_E2E_FAIL_ON_PURPOSE=fail $(GO) test -count=1 -run 'TestFailOnPurpose' ./e2e/ >bin/e2e-fail-check.log 2>&1; then \
 		echo "the test that fails on purpose passed: see bin/e2e-fail-check.log"; exit 1; fi
 	@echo "a test failed on purpose midway (log: bin/e2e-fail-check.log)"
-	@for i in $$(seq 50); do pgrep -x java >/dev/null || { echo "no java process left"; exit 0; }; sleep 0.2; done; \
-		echo "java processes left behind:"; pgrep -a -x java; exit 1
+	@bash scripts/check-no-java.sh
 
 demo: setup build
 	$(GO) run ./e2e/cmd/testbed up $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))

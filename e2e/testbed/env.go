@@ -16,6 +16,11 @@ import (
 type EnvOptions struct {
 	Source      ClusterOptions
 	Destination ClusterOptions
+	// Sidecars starts one sidemirror sidecar beside every destination node,
+	// built from this module, with SidecarConfig added to each one's
+	// configuration.
+	Sidecars      bool
+	SidecarConfig map[string]string
 	// StartTimeout bounds resolving jars and starting both clusters
 	// (default 5 minutes).
 	StartTimeout time.Duration
@@ -36,6 +41,8 @@ type Env struct {
 	Dir         string
 	Source      *Cluster
 	Destination *Cluster
+	Bin         Binaries      // set when sidecars were asked for
+	Sidecars    *SidecarGroup // nil unless EnvOptions.Sidecars
 }
 
 // Clusters returns the env's clusters.
@@ -77,11 +84,25 @@ func StartEnv(ctx context.Context, opts EnvOptions, progress func(string)) (*Env
 		}
 		return nil, dstErr
 	}
+	if opts.Sidecars {
+		say("building and starting sidecars")
+		if e.Bin, err = BuildBinaries(ctx, dir); err != nil {
+			e.Close()
+			return nil, err
+		}
+		if e.Sidecars, err = StartSidecars(ctx, e.Bin.Sidemirror, e.Destination, dir, opts.SidecarConfig); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
-// Close stops both clusters.
+// Close stops the sidecars, then both clusters.
 func (e *Env) Close() {
+	if e.Sidecars != nil {
+		e.Sidecars.Close()
+	}
 	for _, c := range e.Clusters() {
 		if c != nil {
 			c.Close()
@@ -96,6 +117,9 @@ func (e *Env) LogTails(lines int) string {
 		if c != nil {
 			s += c.LogTails(lines)
 		}
+	}
+	if e.Sidecars != nil {
+		s += e.Sidecars.LogTails(lines)
 	}
 	return s
 }
