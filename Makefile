@@ -11,7 +11,7 @@ GOBIN       := $(shell $(GO) env GOPATH)/bin
 endif
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT      ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X github.com/sidemirror/sidemirror/sidecar.Commit=$(COMMIT)
+LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X github.com/sidemirror/sidemirror/sidecar.Commit=$(COMMIT) -X main.version=$(VERSION)
 UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
 E2E_TIMEOUT ?= 35m
 

@@ -4,4 +4,36 @@
 // encoding with flexible versions and tagged fields, a framing server that
 // dispatches requests to a handler, and a client used by the
 // kafka-cluster-mirrors CLI and by sidecars talking to each other.
+//
+// # Messages
+//
+// Every API has a request and a response type implementing Request and
+// Response: Key, Version/SetVersion, AppendTo (encode the body) and ReadFrom
+// (decode it; unknown tagged fields are skipped, trailing bytes are an
+// error). The registry in apis.go lists each API's key, name and versions
+// (APIs, LookupAPI, NewRequest). Besides Kafka's ApiVersions (18), the APIs
+// are KIP-1279's, under private keys from 1000 (KeyCreateClusterMirror ...
+// KeyWriteMirrorStates), plus two internal to sidemirror: ApplyCommand
+// (forward a raft command to the leader) and DescribeLocalPartitions (one
+// sidecar's describe rows). All private APIs are version 0 and flexible.
+// Field names follow the KIP's schemas (ThrottleTimeMs, TopicId,
+// SourceClusterId); sidemirror's additions are tagged fields, documented in
+// each message's file.
+//
+// # Server and client
+//
+// NewServer(handler).Serve(listener) reads size-prefixed frames, decodes
+// request header v1/v2 and the body, answers ApiVersions itself (with
+// KIP-511's v0 fallback for newer clients) and calls Handler.Handle for
+// everything else, one request at a time per connection. A connection that
+// breaks the protocol is logged with one warning and closed; the others keep
+// working. Close stops the listeners and waits for every goroutine.
+//
+// Dial returns a Client whose Do sends one request and returns the decoded
+// response. Kafka error codes stay in the response; ErrorFor turns one into
+// an *Error that unwraps to franz-go's kerr error.
+//
+// Files: apis.go (keys, registry, interfaces), header.go (request and
+// response headers), codec.go (shared encoding helpers), errors.go, one
+// file per message, server.go, client.go.
 package protocol

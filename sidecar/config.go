@@ -24,6 +24,7 @@ const (
 	KeyRaftPeers             = "raft.peers"
 	KeyLogFormat             = "log.format"
 	KeyLogLevel              = "log.level"
+	KeyAllowEveryone         = "readonly.allow.everyone.if.no.acl.found"
 
 	// DestinationPrefix prefixes the Kafka client properties that the
 	// sidecar uses towards its own (destination) cluster.
@@ -55,6 +56,13 @@ type Config struct {
 
 	LogFormat string // log.format: json or console
 	LogLevel  string // log.level: debug, info, warn or error
+
+	// AllowEveryone states the destination brokers'
+	// allow.everyone.if.no.acl.found (readonly.allow.everyone.if.no.acl.found):
+	// auto reads it from the brokers, which works only when they do not set
+	// it; true or false state it. It decides whether read-only mirror topics
+	// get an ALLOW ALL for User:* beside their DENY WRITE (DESIGN D4).
+	AllowEveryone string
 }
 
 // RaftPeer is one member of the raft group: a sidecar, identified by the ID
@@ -70,6 +78,7 @@ func (p RaftPeer) String() string { return fmt.Sprintf("%d@%s", p.ID, p.Address)
 var (
 	logFormats = []string{"json", "console"}
 	logLevels  = []string{"debug", "info", "warn", "error"}
+	allowModes = []string{"auto", "true", "false"}
 )
 
 // DefaultConfig returns a Config with every default set. LocalBrokerID is -1
@@ -84,6 +93,7 @@ func DefaultConfig() Config {
 		HTTPListener:  "127.0.0.1:9193",
 		LogFormat:     "json",
 		LogLevel:      "info",
+		AllowEveryone: "auto",
 	}
 }
 
@@ -137,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains(logLevels, c.LogLevel) {
 		return configErr(KeyLogLevel, "%q is not supported (expected %s)", c.LogLevel, orList(logLevels))
+	}
+	if !slices.Contains(allowModes, c.AllowEveryone) {
+		return configErr(KeyAllowEveryone, "%q is not supported (expected %s)", c.AllowEveryone, orList(allowModes))
 	}
 	return nil
 }
@@ -223,6 +236,7 @@ var fields = []field{
 	}},
 	{KeyLogFormat, "", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 	{KeyLogLevel, "", func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{KeyAllowEveryone, "", func(c *Config, v string) error { c.AllowEveryone = v; return nil }},
 }
 
 // ParseConfig builds a Config from properties (as read by ParseProperties):
@@ -318,6 +332,7 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyRaftPeers, Value: formatPeers(c.RaftPeers)},
 		Property{Key: KeyLogFormat, Value: c.LogFormat},
 		Property{Key: KeyLogLevel, Value: c.LogLevel},
+		Property{Key: KeyAllowEveryone, Value: c.AllowEveryone},
 	)
 }
 

@@ -1,14 +1,29 @@
 // Command kafka-cluster-mirrors is the operator CLI for cluster mirrors. It
 // talks to any sidecar's admin endpoint with the Kafka protocol and prints
-// the outputs described by KIP-1279.
+// the outputs described by KIP-1279:
+//
+//	kafka-cluster-mirrors --bootstrap-server :9191 --create --mirror my-mirror --mirror-config mirror.properties
+//	kafka-cluster-mirrors --bootstrap-server :9191 --start --topics 'orders-.*' --exclude orders-internal --mirror my-mirror
+//	kafka-cluster-mirrors --bootstrap-server :9191 --describe [--mirror my-mirror] [--json]
+//
+// main stays thin: cli.go parses the flags into a Config and validates it,
+// commands.go runs one action against a client and prints its outcome. Exit
+// codes: 0 on success, 1 on any error (usage, connection, Kafka error codes).
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
 func main() {
-	fmt.Fprintln(os.Stderr, "kafka-cluster-mirrors: no mirror operations are available in this build")
-	os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

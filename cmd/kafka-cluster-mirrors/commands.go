@@ -1,0 +1,338 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// client sends one request to an admin endpoint; *protocol.Client is one.
+type client interface {
+	Do(ctx context.Context, req protocol.Request) (protocol.Response, error)
+}
+
+// errReported means the failures were already printed (one line each, to
+// stderr): exit 1 without another message.
+var errReported = errors.New("failures reported")
+
+// redacted replaces secret values in output.
+const redacted = "[hidden]"
+
+// execute runs cfg's action with cl, prints its outcome and returns the exit
+// code.
+func execute(ctx context.Context, cfg Config, cl client, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	var err error
+	switch cfg.Action {
+	case "create":
+		err = createMirror(ctx, cl, cfg.Mirror, cfg.MirrorConfig, stdout)
+	case "delete":
+		err = deleteMirror(ctx, cl, cfg.Mirror, stdout)
+	case "list":
+		err = listMirrors(ctx, cl, cfg.JSON, stdout)
+	case "describe":
+		err = describeMirrors(ctx, cl, cfg.Mirror, cfg.JSON, stdout, stderr)
+	case "start", "stop", "pause", "resume":
+		err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, stdout, stderr)
+	default:
+		err = fmt.Errorf("unknown action %q", cfg.Action)
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errReported):
+		return 1
+	default:
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return 1
+	}
+}
+
+// do sends req and checks that the response is of type R.
+func do[R protocol.Response](ctx context.Context, cl client, req protocol.Request) (R, error) {
+	var zero R
+	resp, err := cl.Do(ctx, req)
+	if err != nil {
+		return zero, fmt.Errorf("%s request failed: %w", protocol.KeyName(req.Key()), err)
+	}
+	r, ok := resp.(R)
+	if !ok {
+		return zero, fmt.Errorf("%s request got a %T response", protocol.KeyName(req.Key()), resp)
+	}
+	return r, nil
+}
+
+// createMirror sends CreateClusterMirror with the mirror-config entries.
+func createMirror(ctx context.Context, cl client, mirror string, config []property, out io.Writer) error {
+	req := &protocol.CreateClusterMirrorRequest{MirrorName: mirror}
+	for _, p := range config {
+		value := p.value
+		req.Config = append(req.Config, protocol.ClusterMirrorConfig{Name: p.key, Value: &value})
+	}
+	resp, err := do[*protocol.CreateClusterMirrorResponse](ctx, cl, req)
+	if err != nil {
+		return err
+	}
+	if err := protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Created mirror %s\n", mirror)
+	return nil
+}
+
+// deleteMirror sends DeleteClusterMirror.
+func deleteMirror(ctx context.Context, cl client, mirror string, out io.Writer) error {
+	resp, err := do[*protocol.DeleteClusterMirrorResponse](ctx, cl, &protocol.DeleteClusterMirrorRequest{MirrorName: mirror})
+	if err != nil {
+		return err
+	}
+	if err := protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Deleted mirror %s\n", mirror)
+	return nil
+}
+
+// orDash returns s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// num formats an offset or lag; negative values (-1: unknown) print as "-".
+func num(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// nonNil returns s, or an empty slice for nil, so that JSON shows [] rather
+// than null for an empty list.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(out io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\n", b)
+	return err
+}
+
+// listMirrors sends ListClusterMirrors and prints the mirrors sorted by name.
+func listMirrors(ctx context.Context, cl client, asJSON bool, out io.Writer) error {
+	resp, err := do[*protocol.ListClusterMirrorsResponse](ctx, cl, &protocol.ListClusterMirrorsRequest{})
+	if err != nil {
+		return err
+	}
+	if err := protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return err
+	}
+	slices.SortFunc(resp.Mirrors, func(a, b protocol.ListedMirror) int { return cmp.Compare(a.MirrorName, b.MirrorName) })
+	if asJSON {
+		resp.Mirrors = nonNil(resp.Mirrors)
+		return writeJSON(out, resp)
+	}
+	const row = "%-30s %-10s %-26s %s\n"
+	fmt.Fprintf(out, row, "MIRROR", "TOPICS", "CLUSTER-ID", "BOOTSTRAP-SERVER")
+	for _, m := range resp.Mirrors {
+		fmt.Fprintf(out, row, m.MirrorName, strconv.Itoa(int(m.TopicCount)), orDash(m.SourceClusterId), orDash(m.SourceBootstrap))
+	}
+	return nil
+}
+
+// sortDescribed sorts mirrors by name, their topics by name and partitions
+// by index, and redacts secret config values (the server already does; this
+// is a second line of defense).
+func sortDescribed(mirrors []protocol.DescribedMirror) {
+	slices.SortStableFunc(mirrors, func(a, b protocol.DescribedMirror) int { return cmp.Compare(a.MirrorName, b.MirrorName) })
+	for i := range mirrors {
+		m := &mirrors[i]
+		slices.SortStableFunc(m.Topics, func(a, b protocol.DescribedTopic) int { return cmp.Compare(a.TopicName, b.TopicName) })
+		for j := range m.Topics {
+			slices.SortStableFunc(m.Topics[j].Partitions, func(a, b protocol.PartitionDetail) int {
+				return cmp.Compare(a.PartitionIndex, b.PartitionIndex)
+			})
+		}
+		for j, c := range m.Configs {
+			if c.Value != nil && isSecretKey(c.Name) {
+				v := redacted
+				m.Configs[j].Value = &v
+			}
+		}
+	}
+}
+
+// describeMirrors sends DescribeClusterMirrors (for one mirror, or all) and
+// prints a row per partition, with an indented error line under partitions
+// that have a last error, or everything as JSON. Mirror-level errors are
+// printed to errOut and make the command fail.
+func describeMirrors(ctx context.Context, cl client, mirror string, asJSON bool, out, errOut io.Writer) error {
+	req := &protocol.DescribeClusterMirrorsRequest{}
+	if mirror != "" {
+		req.MirrorNames = []string{mirror}
+	}
+	resp, err := do[*protocol.DescribeClusterMirrorsResponse](ctx, cl, req)
+	if err != nil {
+		return err
+	}
+	if err := protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return err
+	}
+	sortDescribed(resp.Mirrors)
+	if asJSON {
+		resp.Mirrors = nonNil(resp.Mirrors)
+		for i := range resp.Mirrors {
+			m := &resp.Mirrors[i]
+			m.Topics, m.Configs = nonNil(m.Topics), nonNil(m.Configs)
+			for j := range m.Topics {
+				m.Topics[j].Partitions = nonNil(m.Topics[j].Partitions)
+			}
+		}
+		if err := writeJSON(out, resp); err != nil {
+			return err
+		}
+	} else {
+		const row = "%-30s %-40s %-10s %-15s %-18s %-8s %s\n"
+		fmt.Fprintf(out, row, "MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE")
+		for _, m := range resp.Mirrors {
+			for _, t := range m.Topics {
+				for _, p := range t.Partitions {
+					fmt.Fprintf(out, row, m.MirrorName, t.TopicName, strconv.Itoa(int(p.PartitionIndex)),
+						num(p.SourceOffset), num(p.DestinationOffset), num(p.Lag), orDash(p.State))
+					if p.LastError != nil && *p.LastError != "" {
+						fmt.Fprintf(out, "  error: %s\n", oneLine(*p.LastError))
+					}
+				}
+			}
+		}
+	}
+	failed := false
+	for _, m := range resp.Mirrors {
+		if err := protocol.ErrorFor(m.ErrorCode, m.ErrorMessage); err != nil {
+			fmt.Fprintf(errOut, "Error for mirror %s: %v\n", m.MirrorName, err)
+			failed = true
+		}
+	}
+	if failed {
+		return errReported
+	}
+	return nil
+}
+
+// oneLine keeps a server message on one output line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// topicAction describes how one of start, stop, pause and resume builds its
+// request and reports its result.
+type topicAction struct {
+	request func(mirror string, topics, exclude []string) protocol.Request
+	done    string // printf format: count, mirror, names
+}
+
+var topicActionsByName = map[string]topicAction{
+	"start": {
+		// --topics are started now and kept as include patterns, so that new
+		// matching source topics are started by auto-discovery.
+		request: func(mirror string, topics, exclude []string) protocol.Request {
+			return &protocol.StartMirrorTopicsRequest{
+				MirrorName: mirror, TopicPatterns: topics, IncludePatterns: topics, ExcludePatterns: exclude,
+			}
+		},
+		done: "Started %d mirror topic(s) in mirror %s: [%s]\n",
+	},
+	"stop": {
+		// --topics are stopped now, and moved from the include patterns to
+		// the exclude patterns so that auto-discovery does not restart them.
+		request: func(mirror string, topics, _ []string) protocol.Request {
+			return &protocol.StopMirrorTopicsRequest{MirrorName: mirror, TopicPatterns: topics, Patterns: topics}
+		},
+		done: "Stopped mirroring for %d topic(s) in mirror %s: [%s]\n",
+	},
+	"pause": {
+		request: func(mirror string, topics, _ []string) protocol.Request {
+			return &protocol.PauseMirrorTopicsRequest{MirrorName: mirror, TopicPatterns: topics}
+		},
+		done: "Paused mirroring for %d topic(s) in mirror %s: [%s]\n",
+	},
+	"resume": {
+		request: func(mirror string, topics, _ []string) protocol.Request {
+			return &protocol.ResumeMirrorTopicsRequest{MirrorName: mirror, TopicPatterns: topics}
+		},
+		done: "Resumed mirroring for %d topic(s) in mirror %s: [%s]\n",
+	},
+}
+
+// topicsOutcome returns the per-topic results and the top-level error of a
+// Start, Stop, Pause or ResumeMirrorTopics response.
+func topicsOutcome(resp protocol.Response) ([]protocol.MirrorTopicResult, error) {
+	switch r := resp.(type) {
+	case *protocol.StartMirrorTopicsResponse:
+		return r.Topics, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage)
+	case *protocol.StopMirrorTopicsResponse:
+		return r.Topics, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage)
+	case *protocol.PauseMirrorTopicsResponse:
+		return r.Topics, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage)
+	case *protocol.ResumeMirrorTopicsResponse:
+		return r.Topics, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage)
+	}
+	return nil, fmt.Errorf("unexpected %T response", resp)
+}
+
+// changeTopics starts, stops, pauses or resumes the topics matching topics
+// (names or regexes, expanded by the server). It prints the topics that
+// succeeded in the server's order, then one line per failed topic to errOut.
+func changeTopics(ctx context.Context, cl client, action, mirror string, topics, exclude []string, out, errOut io.Writer) error {
+	ta, ok := topicActionsByName[action]
+	if !ok {
+		return fmt.Errorf("unknown action %q", action)
+	}
+	req := ta.request(mirror, topics, exclude)
+	resp, err := cl.Do(ctx, req)
+	if err != nil {
+		return fmt.Errorf("%s request failed: %w", protocol.KeyName(req.Key()), err)
+	}
+	results, topErr := topicsOutcome(resp)
+	if topErr != nil {
+		return topErr
+	}
+	var done []string
+	var failed []protocol.MirrorTopicResult
+	for _, r := range results {
+		if r.ErrorCode == 0 {
+			done = append(done, r.Name)
+		} else {
+			failed = append(failed, r)
+		}
+	}
+	if len(done) > 0 || len(failed) == 0 {
+		fmt.Fprintf(out, ta.done, len(done), mirror, strings.Join(done, ", "))
+	}
+	for _, r := range failed {
+		fmt.Fprintf(errOut, "Error for topic %s: %v\n", r.Name, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage))
+	}
+	if len(failed) > 0 {
+		return errReported
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package protocol
+
+// Sample messages with a non-default value in every field, tagged fields
+// included. They drive the round-trip tests, seed the fuzz corpora and are
+// echoed by the server tests.
+
+func strp(s string) *string { return &s }
+
+var (
+	sampleTopicID  = [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	sampleTopicID2 = [16]byte{0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x00}
+)
+
+func sampleTopicResults() []MirrorTopicResult {
+	return []MirrorTopicResult{
+		{Name: "orders-us", ErrorCode: 3, ErrorMessage: strp("topic orders-us does not exist on the source")},
+		{Name: "orders-eu", ErrorCode: 87, ErrorMessage: strp("")},
+	}
+}
+
+func sampleDescribedMirrors() []DescribedMirror {
+	return []DescribedMirror{
+		{
+			ErrorCode:            58,
+			MirrorName:           "my-mirror",
+			AuthorizedOperations: 0x7f,
+			Topics: []DescribedTopic{
+				{
+					TopicName: "foo",
+					Partitions: []PartitionDetail{
+						{
+							PartitionIndex: 2, SourceOffset: 94, DestinationOffset: 90, Lag: 4,
+							State: "MIRRORING", LastMirrorEpoch: 11,
+							LastError: strp("NOT_LEADER_OR_FOLLOWER from broker 2"), OwnerBrokerId: 3,
+						},
+						{
+							PartitionIndex: 0, SourceOffset: 1 << 40, DestinationOffset: 1<<40 - 5, Lag: 5,
+							State: "FAILED", LastMirrorEpoch: 1,
+							LastError: strp("source topic ID changed"), OwnerBrokerId: 0,
+						},
+					},
+				},
+				{TopicName: "bar", Partitions: []PartitionDetail{{
+					PartitionIndex: 1, SourceOffset: 7, DestinationOffset: 7, Lag: 1, State: "STOPPED",
+					LastMirrorEpoch: 4, LastError: strp("x"), OwnerBrokerId: 1,
+				}}},
+			},
+			SourceClusterId: "lBq12jYZRp-9wF3M9MPopg",
+			SourceBootstrap: "localhost:9091,localhost:9092",
+			Configs: []ClusterMirrorConfig{
+				{Name: "bootstrap.servers", Value: strp("localhost:9091,localhost:9092")},
+				{Name: "sasl.jaas.config", Value: strp("[hidden]")},
+				{Name: "empty", Value: strp("")},
+			},
+			ErrorMessage: strp("mirror is degraded"),
+		},
+	}
+}
+
+// sampleMessages returns one sample request and response per API and
+// version worth covering; the last sample of each API's request and response
+// is at its highest version.
+func sampleMessages() []Message {
+	apiVersionsV := func(m Message, v int16) Message { m.SetVersion(v); return m }
+	return []Message{
+		apiVersionsV(&ApiVersionsRequest{}, 0),
+		apiVersionsV(&ApiVersionsRequest{ClientSoftwareName: "sidemirror", ClientSoftwareVersion: "1.2.3"}, 3),
+		apiVersionsV(&ApiVersionsResponse{
+			ErrorCode: 35, FinalizedFeaturesEpoch: -1,
+			ApiKeys: []ApiVersionsKey{{ApiKey: 18, MinVersion: 0, MaxVersion: 3}},
+		}, 0),
+		apiVersionsV(&ApiVersionsResponse{
+			ErrorCode: 0, ThrottleTimeMs: 5, FinalizedFeaturesEpoch: -1,
+			ApiKeys: []ApiVersionsKey{{ApiKey: 18, MinVersion: 0, MaxVersion: 3}, {ApiKey: 1000, MinVersion: 0, MaxVersion: 0}},
+		}, 1),
+		apiVersionsV(&ApiVersionsResponse{
+			ErrorCode:              1,
+			ApiKeys:                []ApiVersionsKey{{ApiKey: 18, MinVersion: 1, MaxVersion: 3}, {ApiKey: 1011, MinVersion: 2, MaxVersion: 4}},
+			ThrottleTimeMs:         9,
+			SupportedFeatures:      []ApiVersionsSupportedFeature{{Name: "mirror.version", MinVersion: 1, MaxVersion: 2}},
+			FinalizedFeaturesEpoch: 42,
+			FinalizedFeatures:      []ApiVersionsFinalizedFeature{{Name: "mirror.version", MaxVersionLevel: 2, MinVersionLevel: 1}},
+			ZkMigrationReady:       true,
+		}, 3),
+
+		&CreateClusterMirrorRequest{
+			MirrorName: "my-mirror",
+			Config: []ClusterMirrorConfig{
+				{Name: "bootstrap.servers", Value: strp("localhost:9092")},
+				{Name: "security.protocol", Value: strp("SASL_SSL")},
+				{Name: "mirror.topics.exclude", Value: nil},
+			},
+		},
+		&CreateClusterMirrorResponse{ThrottleTimeMs: 1, ErrorCode: 36, ErrorMessage: strp("mirror my-mirror already exists")},
+
+		&DeleteClusterMirrorRequest{MirrorName: "my-mirror"},
+		&DeleteClusterMirrorResponse{ThrottleTimeMs: 2, ErrorCode: 42, ErrorMessage: strp("mirror has 2 topics that are not STOPPED")},
+
+		&ListClusterMirrorsRequest{},
+		&ListClusterMirrorsResponse{
+			ThrottleTimeMs: 3, ErrorCode: 29, ErrorMessage: strp("partial"),
+			Mirrors: []ListedMirror{
+				{MirrorName: "my-mirror", SourceBootstrap: "localhost:9091,localhost:9092", SourceClusterId: "lBq12jYZRp-9wF3M9MPopg", TopicCount: 2},
+				{MirrorName: "new-mirror", SourceBootstrap: "src:9092", SourceClusterId: "x", TopicCount: 1},
+			},
+		},
+
+		&DescribeClusterMirrorsRequest{MirrorNames: []string{"my-mirror", "new-mirror"}, IncludeAuthorizedOperations: true},
+		&DescribeClusterMirrorsResponse{
+			ThrottleTimeMs: 4, ErrorCode: 15, ErrorMessage: strp("some sidecars did not answer"),
+			Mirrors: sampleDescribedMirrors(),
+		},
+
+		&StartMirrorTopicsRequest{
+			MirrorName: "my-mirror",
+			Topics: []StartMirrorTopicData{
+				{TopicId: sampleTopicID, TopicName: "orders-us", NumPartitions: 6},
+				{TopicId: sampleTopicID2, TopicName: "orders-eu", NumPartitions: 3},
+			},
+			IncludePatterns: []string{"orders-.*"},
+			ExcludePatterns: []string{"orders-internal", ""},
+			TopicPatterns:   []string{"orders-.*", "payments"},
+		},
+		&StartMirrorTopicsResponse{ThrottleTimeMs: 5, ErrorCode: 7, ErrorMessage: strp("top"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+
+		&StopMirrorTopicsRequest{
+			MirrorName:    "my-mirror",
+			Topics:        []MirrorTopicData{{TopicId: sampleTopicID, TopicName: "orders-us"}},
+			Patterns:      []string{"orders-us"},
+			TopicPatterns: []string{".*"},
+		},
+		&StopMirrorTopicsResponse{ThrottleTimeMs: 6, ErrorCode: 8, ErrorMessage: strp("stop"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+
+		&PauseMirrorTopicsRequest{
+			MirrorName:    "my-mirror",
+			Topics:        []MirrorTopicData{{TopicId: sampleTopicID2, TopicName: "my-topic"}},
+			TopicPatterns: []string{"my-topic"},
+		},
+		&PauseMirrorTopicsResponse{ThrottleTimeMs: 7, ErrorCode: 9, ErrorMessage: strp("pause"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+
+		&ResumeMirrorTopicsRequest{
+			MirrorName:    "my-mirror",
+			Topics:        []MirrorTopicData{{TopicId: sampleTopicID, TopicName: "my-topic"}},
+			TopicPatterns: []string{"my-.*"},
+		},
+		&ResumeMirrorTopicsResponse{ThrottleTimeMs: 8, ErrorCode: 10, ErrorMessage: strp("resume"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+
+		&ReadMirrorStatesRequest{
+			MirrorName: "my-mirror",
+			Topics: []ReadMirrorStatesRequestTopic{
+				{Name: "foo", Partitions: []ReadMirrorStatesRequestPartition{{PartitionIndex: 1}, {PartitionIndex: 2}}},
+			},
+		},
+		&ReadMirrorStatesResponse{
+			ThrottleTimeMs: 9, ErrorCode: 11, ErrorMessage: strp("read"),
+			Topics: []ReadMirrorStatesResponseTopic{{Name: "foo", Partitions: []ReadMirrorStatesResponsePartition{
+				{PartitionIndex: 1, LastMirrorEpoch: 5, State: 7, ErrorCode: 6, PreviousState: 2, RetryAttempt: 3},
+				{PartitionIndex: 2, LastMirrorEpoch: 6, State: 4, ErrorCode: 1, PreviousState: 3, RetryAttempt: 1},
+			}}},
+		},
+
+		&WriteMirrorStatesRequest{
+			MirrorName: "my-mirror",
+			Topics: []WriteMirrorStatesRequestTopic{{Name: "foo", Partitions: []WriteMirrorStatesRequestPartition{
+				{PartitionIndex: 3, LastMirrorEpoch: 9, State: 6, PreviousState: 5, RetryAttempt: 2, DestinationLeaderEpoch: 12},
+			}}},
+			StoppedTopics: []string{"foo", "bar"},
+		},
+		&WriteMirrorStatesResponse{
+			ThrottleTimeMs: 10, ErrorCode: 12, ErrorMessage: strp("write"),
+			Topics: []WriteMirrorStatesResponseTopic{{Name: "foo", Partitions: []WriteMirrorStatesResponsePartition{
+				{PartitionIndex: 3, ErrorCode: 74},
+			}}},
+		},
+
+		&ApplyCommandRequest{Command: []byte{1, 0, 0xff, 'c', 'm', 'd'}},
+		&ApplyCommandResponse{ThrottleTimeMs: 11, ErrorCode: 41, ErrorMessage: strp("not the raft leader"), Result: []byte{2, 3, 4}},
+
+		&DescribeLocalPartitionsRequest{MirrorNames: []string{"my-mirror"}},
+		&DescribeLocalPartitionsResponse{ThrottleTimeMs: 12, ErrorCode: 13, ErrorMessage: strp("local"), Mirrors: sampleDescribedMirrors()},
+	}
+}
