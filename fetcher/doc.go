@@ -4,4 +4,32 @@
 // with the CRC32C recomputed) and appends them to the local destination
 // broker at the same offsets they have on the source, without decompressing
 // or recompressing the records.
+//
+// The coordinator drives a Manager:
+//
+//	m, err := fetcher.NewManager(
+//		fetcher.LocalClient(destination), // authenticated as a destination super user
+//		fetcher.LocalBrokerID(brokerID),  // every append goes to this broker only
+//		fetcher.Logger(log), fetcher.Registerer(reg),
+//		fetcher.OnStateChange(report), fetcher.OnNotLeader(reassign),
+//	)
+//	m.SetMirror("dr", sourceOpts)                 // source client per mirror
+//	m.Start(fetcher.Partition{Mirror: "dr", Topic: "orders", Partition: 0})
+//	m.Status()                                    // per partition: state, HW, LEO, lag, last error
+//	m.Stop(ctx, p)                                // returns with no append in flight
+//	m.Close()
+//
+// A started partition resumes from the destination log end offset, read
+// from the local broker, and sends a source batch only when its base offset
+// is that log end offset; the broker must append it there. A destination
+// behind the source's log start is aligned with filler records (copies of
+// the first live record) and DeleteRecords. Batches that cannot be mirrored
+// exactly yet (transactions, control batches, compaction holes, old message
+// formats, corruption) fail the partition with a reason naming the offset;
+// nothing is ever written wrongly.
+//
+// Main types: Manager (partitions, mirrors, the appender, the producer ID),
+// Partition and PartitionStatus (what the coordinator sees), State (the
+// states of DESIGN.md D16). Errors are in errors.go; DESIGN.md in this
+// directory explains the goroutines, the lock order and why.
 package fetcher

@@ -1,0 +1,334 @@
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// maxProduceRequestBytes bounds the batches of one produce request, well
+// under Kafka's socket.request.max.bytes (100 MiB). A single larger batch is
+// still sent, alone.
+const maxProduceRequestBytes = 16 << 20
+
+// appender sends the partitions' batches to the local broker. Its goroutine
+// (run) builds produce requests with at most one batch per partition (Kafka
+// refuses more for v2 batches) and many partitions, and issues them strictly
+// one after the other: it waits until kgo has serialized a request (see
+// orderedProduce) before it issues the next, so requests reach the broker's
+// produce connection in issue order and a partition's batches keep their
+// sequence order with up to MaxInFlightPerPartition requests in flight.
+// Responses are awaited on one goroutine per request.
+type appender struct {
+	m    *Manager
+	wake chan struct{}
+
+	mu     sync.Mutex // leaf lock
+	closed bool
+	queues map[*partition][]*appendItem // not yet sent, in order
+	ready  []*partition                 // partitions with a non-empty queue, round robin
+}
+
+func newAppender(m *Manager) *appender {
+	return &appender{m: m, wake: make(chan struct{}, 1), queues: make(map[*partition][]*appendItem)}
+}
+
+// submit queues it for sending.
+func (a *appender) submit(it *appendItem) {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		it.p.results <- appendResult{item: it, err: ErrClosed}
+		return
+	}
+	q := a.queues[it.p]
+	if len(q) == 0 {
+		a.ready = append(a.ready, it.p)
+	}
+	a.queues[it.p] = append(q, it)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cancel answers errCancelled for p's items that are not sent yet.
+func (a *appender) cancel(p *partition) {
+	a.mu.Lock()
+	q := a.queues[p]
+	delete(a.queues, p)
+	if len(q) > 0 {
+		for i, r := range a.ready {
+			if r == p {
+				a.ready = append(a.ready[:i:i], a.ready[i+1:]...)
+				break
+			}
+		}
+	}
+	a.mu.Unlock()
+	for _, it := range q {
+		p.results <- appendResult{item: it, err: errCancelled}
+	}
+}
+
+func (a *appender) run() {
+	defer a.shutdown()
+	for {
+		select {
+		case <-a.wake:
+		case <-a.m.ctx.Done():
+			return
+		}
+		for a.m.ctx.Err() == nil {
+			req, items := a.next()
+			if len(items) == 0 {
+				break
+			}
+			a.send(req, items)
+		}
+	}
+}
+
+// shutdown fails everything still queued: the Manager is closing.
+func (a *appender) shutdown() {
+	a.mu.Lock()
+	a.closed = true
+	queues := a.queues
+	a.queues, a.ready = nil, nil
+	a.mu.Unlock()
+	for p, q := range queues {
+		for _, it := range q {
+			p.results <- appendResult{item: it, err: ErrClosed}
+		}
+	}
+}
+
+// next takes the head batch of each ready partition, round robin, into one
+// request.
+func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var (
+		items []*appendItem
+		size  int
+		keep  []*partition
+		i     int
+		seen  = make(map[*partition]bool)
+	)
+	for i = 0; i < len(a.ready); i++ {
+		p := a.ready[i]
+		q := a.queues[p]
+		if len(q) == 0 || seen[p] {
+			continue // one batch per partition per request
+		}
+		seen[p] = true
+		if len(items) > 0 && size+len(q[0].raw) > maxProduceRequestBytes {
+			break
+		}
+		items = append(items, q[0])
+		size += len(q[0].raw)
+		if len(q) == 1 {
+			delete(a.queues, p)
+		} else {
+			a.queues[p] = q[1:]
+			keep = append(keep, p)
+		}
+	}
+	// Partitions not reached keep their turn; served ones go to the back.
+	rest := a.ready[i:]
+	a.ready = append(append(make([]*partition, 0, len(rest)+len(keep)), rest...), keep...)
+	if len(items) == 0 {
+		return nil, nil
+	}
+
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = int32(a.m.cfg.produceTO.Milliseconds())
+	topics := make(map[string]int)
+	for _, it := range items {
+		ti, ok := topics[it.p.key.Topic]
+		if !ok {
+			ti = len(req.Topics)
+			topics[it.p.key.Topic] = ti
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic = it.p.key.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = it.p.key.Partition
+		rp.Records = it.raw
+		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
+	}
+	return req, items
+}
+
+// send issues req and returns once kgo has serialized it (or it failed).
+func (a *appender) send(req *kmsg.ProduceRequest, items []*appendItem) {
+	op := &orderedProduce{ProduceRequest: req, written: make(chan struct{})}
+	start := time.Now()
+	ok := a.m.goFunc(func() {
+		resp, err := a.m.localBroker().Request(a.m.ctx, op)
+		op.release()
+		a.m.met.appendLatency.Observe(time.Since(start).Seconds())
+		a.deliver(items, resp, err)
+	})
+	if !ok {
+		a.deliver(items, nil, ErrClosed)
+		return
+	}
+	select {
+	case <-op.written:
+	case <-a.m.ctx.Done():
+	}
+}
+
+// deliver hands each item its result.
+func (a *appender) deliver(items []*appendItem, resp kmsg.Response, err error) {
+	type tp struct {
+		t string
+		p int32
+	}
+	var answers map[tp]*kmsg.ProduceResponseTopicPartition
+	if err == nil {
+		pr, ok := resp.(*kmsg.ProduceResponse)
+		if !ok {
+			err = fmt.Errorf("fetcher: unexpected produce response type %T", resp)
+		} else {
+			answers = make(map[tp]*kmsg.ProduceResponseTopicPartition)
+			for i := range pr.Topics {
+				t := &pr.Topics[i]
+				for j := range t.Partitions {
+					answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
+				}
+			}
+		}
+	}
+	for _, it := range items {
+		r := appendResult{item: it, err: err}
+		if err == nil {
+			ans := answers[tp{it.p.key.Topic, it.p.key.Partition}]
+			switch {
+			case ans == nil:
+				r.err = errMissingAnswer
+			case ans.ErrorCode != 0:
+				r.err = kerr.ErrorForCode(ans.ErrorCode)
+				if ans.ErrorMessage != nil && *ans.ErrorMessage != "" {
+					r.err = fmt.Errorf("%w: %s", r.err, *ans.ErrorMessage)
+				}
+			default:
+				r.base = ans.BaseOffset
+			}
+		} else if errors.Is(err, context.Canceled) {
+			r.err = ErrClosed
+		}
+		it.p.results <- r
+	}
+}
+
+// orderedProduce is a produce request that tells the appender when kgo has
+// serialized it: kgo handles a broker's requests one at a time in the order
+// they were issued, so a request issued after that point is written after
+// this one. Being its own type (not *kmsg.ProduceRequest) also keeps kgo from
+// overwriting Acks with the client's setting. Versions stop at 12: v13 names
+// topics by ID.
+type orderedProduce struct {
+	*kmsg.ProduceRequest
+	once    sync.Once
+	written chan struct{}
+}
+
+func (r *orderedProduce) MaxVersion() int16 { return min(r.ProduceRequest.MaxVersion(), 12) }
+
+func (r *orderedProduce) AppendTo(dst []byte) []byte {
+	dst = r.ProduceRequest.AppendTo(dst)
+	r.release()
+	return dst
+}
+
+func (r *orderedProduce) release() { r.once.Do(func() { close(r.written) }) }
+
+// producerIdentity is the sidecar's idempotent producer ID and epoch; gen
+// tells identities apart.
+type producerIdentity struct {
+	id    int64
+	epoch int16
+	gen   uint64
+}
+
+// producerIDs hands out the Manager's producer identity: one from
+// InitProducerID (null transactional ID) on the local broker, replaced when
+// a partition reports that its appends with it failed.
+type producerIDs struct {
+	m   *Manager
+	sem chan struct{} // one InitProducerID at a time, ctx-aware
+
+	mu     sync.Mutex // leaf lock
+	cur    *producerIdentity
+	gen    uint64
+	states map[Partition]producerState // of partitions not running now
+}
+
+func newProducerIDs(m *Manager) *producerIDs {
+	return &producerIDs{m: m, sem: make(chan struct{}, 1), states: make(map[Partition]producerState)}
+}
+
+// load returns the producer state a partition left when it last stopped.
+func (s *producerIDs) load(p Partition) producerState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.states[p]
+}
+
+// save keeps a stopping partition's producer state for its next start.
+func (s *producerIDs) save(p Partition, st producerState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states[p] = st
+}
+
+// get returns the current identity, or a new one if there is none or the
+// current one is stale (a partition's appends with it failed).
+func (s *producerIDs) get(ctx context.Context, stale *producerIdentity) (*producerIdentity, error) {
+	usable := func() *producerIdentity {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.cur != nil && (stale == nil || s.cur.gen != stale.gen) {
+			return s.cur
+		}
+		return nil
+	}
+	if id := usable(); id != nil {
+		return id, nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.sem }()
+	if id := usable(); id != nil {
+		return id, nil // another partition renewed it meanwhile
+	}
+	pid, epoch, err := s.m.initProducerID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	s.cur = &producerIdentity{id: pid, epoch: epoch, gen: s.gen}
+	return s.cur, nil
+}
+
+// generation returns how many identities InitProducerID has handed out.
+func (s *producerIDs) generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}

@@ -1,0 +1,88 @@
+package fetcher
+
+import "errors"
+
+// Sentinel errors of the fetcher. A partition's FAILED reason (LastError) is
+// the text of an error that wraps one of these, with the offending offset and
+// what to do; compare with errors.Is.
+var (
+	// ErrClosed is returned by a Manager that is closed or closing.
+	ErrClosed = errors.New("fetcher: manager closed")
+
+	// ErrInvalidOption is wrapped by NewManager for every bad option.
+	ErrInvalidOption = errors.New("fetcher: invalid option")
+
+	// ErrUnknownMirror is returned by Start for a partition whose mirror has
+	// no source client: call SetMirror first.
+	ErrUnknownMirror = errors.New("fetcher: unknown mirror")
+
+	// ErrStopping is returned by Start while a Stop of the same partition
+	// has not finished; call Start again once Stop returned.
+	ErrStopping = errors.New("fetcher: partition is stopping")
+
+	// ErrCorruptBatch means a source batch failed its CRC32C check (or its
+	// framing is broken). Nothing of it is written.
+	ErrCorruptBatch = errors.New("fetcher: corrupt source batch")
+
+	// ErrMessageFormat means a source batch uses an old message format
+	// (magic v0 or v1 message sets), which is not mirrored yet.
+	ErrMessageFormat = errors.New("fetcher: unsupported message format")
+
+	// ErrTransactionalBatch means a source batch belongs to a transaction
+	// (attributes bit 4); transactions are not mirrored yet (DESIGN.md D8).
+	ErrTransactionalBatch = errors.New("fetcher: transactional batch: mirroring transactions is not supported yet")
+
+	// ErrControlBatch means a source batch is a control batch (transaction
+	// marker, attributes bit 5); these are not mirrored yet (DESIGN.md D8).
+	ErrControlBatch = errors.New("fetcher: control batch (transaction marker): mirroring transactions is not supported yet")
+
+	// ErrCompactedBatch means a source batch has compaction holes inside it
+	// (record count != lastOffsetDelta+1); rebuilding such batches with
+	// fillers (DESIGN.md D2) is not supported yet.
+	ErrCompactedBatch = errors.New("fetcher: batch with compaction holes (record count differs from its offset range): not mirrored yet")
+
+	// ErrOffsetGap means the next source batch starts beyond the next
+	// expected offset (a compaction hole between batches); filling such
+	// holes (DESIGN.md D2) is not supported yet.
+	ErrOffsetGap = errors.New("fetcher: gap between source batches (compaction hole): not mirrored yet")
+
+	// ErrBatchStraddle means a source batch starts before and ends after the
+	// destination log end offset, so it cannot be appended whole at its
+	// source offsets.
+	ErrBatchStraddle = errors.New("fetcher: source batch straddles the destination log end offset")
+
+	// ErrDivergence means the destination log is longer than the source log
+	// (for example after an unclean leader election on the source): stock
+	// Kafka cannot truncate the destination, so the operator must re-seed.
+	ErrDivergence = errors.New("fetcher: destination is ahead of the source")
+
+	// ErrExactness means the destination appended a batch at an offset other
+	// than the source offset. It must never happen: it means another writer
+	// appended to the partition.
+	ErrExactness = errors.New("fetcher: exactness invariant violated")
+
+	// ErrNotSuperUser means the destination refused an append with
+	// TOPIC_AUTHORIZATION_FAILED: mirror topics deny writes to everybody but
+	// the sidecar principal, which must be a super user (DESIGN.md D4).
+	ErrNotSuperUser = errors.New("fetcher: the destination refused the sidecar's write (TOPIC_AUTHORIZATION_FAILED): the sidecar principal must be listed in the destination brokers' super.users")
+
+	// ErrAppendRejected means the destination rejected a batch with a
+	// non-retriable error (MESSAGE_TOO_LARGE, INVALID_RECORD, ...).
+	ErrAppendRejected = errors.New("fetcher: the destination rejected a batch")
+
+	// ErrSourceRejected means the source answered a fetch or a metadata
+	// request with a non-retriable error.
+	ErrSourceRejected = errors.New("fetcher: the source rejected a request")
+)
+
+// Internal signals between the parts of the fetcher; never returned to
+// callers.
+var (
+	errNotLeader     = errors.New("fetcher: the local broker is not the leader of the partition")
+	errRealign       = errors.New("fetcher: source log start moved past the next offset: realigning")
+	errCancelled     = errors.New("fetcher: append cancelled before it was sent")
+	errMirrorClosed  = errors.New("fetcher: mirror source client closed or replaced")
+	errNoLeader      = errors.New("fetcher: source partition has no leader")
+	errNoLiveRecord  = errors.New("fetcher: no record at the source log start offset to copy into fillers yet")
+	errMissingAnswer = errors.New("fetcher: broker response is missing the partition")
+)

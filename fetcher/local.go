@@ -1,0 +1,118 @@
+package fetcher
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// debuggingReplicaID asks ListOffsets for the leader's log end offset
+// instead of its high watermark: Kafka answers replica ID -2 (its
+// DEBUGGING_REPLICA_ID) without an isolation level, and then LATEST means
+// the log end offset. The two differ after an acks=all append that reached
+// the leader's log but not all in-sync replicas (REQUEST_TIMED_OUT,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND); resuming from the high watermark would
+// make the broker append our next batch at the wrong offset.
+const debuggingReplicaID = -2
+
+// listLocalLEO returns the destination log end offset of p from the local
+// broker (ListOffsets, timestamp -1). It is the only resume point: never a
+// cached value.
+func (m *Manager) listLocalLEO(ctx context.Context, p Partition) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = debuggingReplicaID
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = p.Topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = p.Partition
+	rp.CurrentLeaderEpoch = -1
+	rp.Timestamp = -1
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, m.localBroker())
+	if err != nil {
+		m.met.countError(opListOffsets, err)
+		return 0, fmt.Errorf("destination ListOffsets for %s: %w", p, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic != p.Topic || rp.Partition != p.Partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				m.met.countError(opListOffsets, err)
+				return 0, localError("destination ListOffsets", p, err)
+			}
+			return rp.Offset, nil
+		}
+	}
+	return 0, fmt.Errorf("destination ListOffsets for %s: %w", p, errMissingAnswer)
+}
+
+// deleteRecords moves the destination log start offset of p to offset.
+func (m *Manager) deleteRecords(ctx context.Context, p Partition, offset int64) error {
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = int32(m.cfg.produceTO.Milliseconds())
+	t := kmsg.NewDeleteRecordsRequestTopic()
+	t.Topic = p.Topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition = p.Partition
+	rp.Offset = offset
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, m.localBroker())
+	if err != nil {
+		return fmt.Errorf("destination DeleteRecords(%d) for %s: %w", offset, p, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic == p.Topic && rp.Partition == p.Partition {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return localError(fmt.Sprintf("destination DeleteRecords(%d)", offset), p, err)
+				}
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("destination DeleteRecords(%d) for %s: %w", offset, p, errMissingAnswer)
+}
+
+// initProducerID asks the local broker for an idempotent producer ID.
+func (m *Manager) initProducerID(ctx context.Context) (int64, int16, error) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = nil
+	req.TransactionTimeoutMillis = -1
+	req.ProducerID = -1
+	req.ProducerEpoch = -1
+	resp, err := req.RequestWith(ctx, m.localBroker())
+	if err != nil {
+		return 0, 0, fmt.Errorf("destination InitProducerID: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if err == kerr.ClusterAuthorizationFailed || err == kerr.TopicAuthorizationFailed {
+			return 0, 0, fmt.Errorf("%w (InitProducerID: %v)", ErrNotSuperUser, err)
+		}
+		return 0, 0, fmt.Errorf("destination InitProducerID: %w", err)
+	}
+	m.log.Info("idempotent producer ID assigned", zap.Int64("producer-id", resp.ProducerID), zap.Int16("producer-epoch", resp.ProducerEpoch))
+	return resp.ProducerID, resp.ProducerEpoch, nil
+}
+
+// localError classifies an error code of the local broker for p.
+func localError(what string, p Partition, err error) error {
+	switch err {
+	case kerr.NotLeaderForPartition:
+		return fmt.Errorf("%w: %s for %s: %w", errNotLeader, what, p, err)
+	case kerr.TopicAuthorizationFailed:
+		return fmt.Errorf("%w (%s for %s)", ErrNotSuperUser, what, p)
+	}
+	return fmt.Errorf("%s for %s: %w", what, p, err)
+}
+
+// localBroker is the destination broker beside this sidecar: the only one
+// the Manager sends requests to.
+func (m *Manager) localBroker() *kgo.Broker { return m.cfg.local.Broker(int(m.cfg.localID)) }

@@ -1,0 +1,399 @@
+package fetcher
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Manager mirrors partitions: it owns the source clients of the mirrors, one
+// fetch session per (mirror, source broker), one driver per partition, the
+// appender to the local broker and the sidecar's idempotent producer ID. See
+// DESIGN.md in this directory for goroutines and lock order.
+type Manager struct {
+	cfg cfg
+	log *zap.Logger
+	met *metrics
+	zst *zstd.Encoder // filler batches
+
+	// ctx lives until Close has stopped every partition; the appender, the
+	// notifier's producers and the source sessions run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	goMu     sync.Mutex // guards goClosed and wg.Add
+	goClosed bool
+	wg       sync.WaitGroup
+
+	app    *appender
+	pids   *producerIDs
+	notify *notifier
+
+	mu      sync.Mutex // guards the fields below; taken before mirror.mu and partition.mu
+	closed  bool
+	mirrors map[string]*mirror
+	parts   map[Partition]*partition
+}
+
+// NewManager validates the options and starts a Manager. It sends no request
+// until a partition starts.
+func NewManager(opts ...Opt) (*Manager, error) {
+	c := defaultCfg()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if c.bufferBytes == 0 {
+		c.bufferBytes = 2 * int(c.partMax)
+	}
+	met, err := newMetrics(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
+	}
+	zst, err := newFillerEncoder()
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: zstd encoder: %w", err)
+	}
+	m := &Manager{
+		cfg:     c,
+		log:     c.logger.Named("fetcher"),
+		met:     met,
+		zst:     zst,
+		mirrors: make(map[string]*mirror),
+		parts:   make(map[Partition]*partition),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.app = newAppender(m)
+	m.pids = newProducerIDs(m)
+	m.notify = newNotifier(c.onState, c.onNotLeader, m.log)
+	m.goFunc(m.app.run)
+	m.goFunc(m.notify.run)
+	return m, nil
+}
+
+// goFunc runs fn on a goroutine that Close waits for. It returns false, and
+// does not run fn, once Close has begun waiting.
+func (m *Manager) goFunc(fn func()) bool {
+	m.goMu.Lock()
+	defer m.goMu.Unlock()
+	if m.goClosed {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// SetMirror creates the source client of a mirror, or replaces it: the old
+// client's fetch sessions end, its partitions move to the new client (with
+// the usual resume from the destination LEO) and the old client is closed.
+func (m *Manager) SetMirror(name string, source []kgo.Opt) error {
+	if name == "" {
+		return fmt.Errorf("%w: mirror name is empty", ErrInvalidOption)
+	}
+	cl, err := kgo.NewClient(source...)
+	if err != nil {
+		return fmt.Errorf("fetcher: mirror %q: source client: %w", name, err)
+	}
+	mir := newMirror(m, name, cl)
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		cl.Close()
+		return ErrClosed
+	}
+	old := m.mirrors[name]
+	m.mirrors[name] = mir
+	m.mu.Unlock()
+	if old != nil {
+		m.log.Info("replacing mirror source client", zap.String("mirror", name))
+		old.close()
+	} else {
+		m.log.Info("mirror source client created", zap.String("mirror", name))
+	}
+	return nil
+}
+
+// RemoveMirror stops every partition of the mirror (as Stop does) and closes
+// its source client.
+func (m *Manager) RemoveMirror(name string) {
+	m.mu.Lock()
+	mir := m.mirrors[name]
+	delete(m.mirrors, name)
+	var stop []*partition
+	for k, p := range m.parts {
+		if k.Mirror == name {
+			stop = append(stop, p)
+		}
+	}
+	m.mu.Unlock()
+	for _, p := range stop {
+		m.stopPartition(context.Background(), p)
+	}
+	if mir != nil {
+		mir.close()
+		m.log.Info("mirror removed", zap.String("mirror", name))
+	}
+}
+
+// Start begins mirroring p from the destination log end offset. It is
+// idempotent for a running partition and restarts a FAILED one.
+func (m *Manager) Start(p Partition) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if _, ok := m.mirrors[p.Mirror]; !ok {
+		return fmt.Errorf("%w %q: call SetMirror before starting %s", ErrUnknownMirror, p.Mirror, p)
+	}
+	var counters [3]int64
+	if old := m.parts[p]; old != nil {
+		switch st := old.status(); st.State {
+		case StateFailed:
+			<-old.done // the driver closes done right after it set FAILED
+			counters = [3]int64{st.RecordsMirrored, st.BytesMirrored, st.FillerRecords}
+			old.retire()
+		case StateStopping:
+			return fmt.Errorf("%w: %s; call Start again once Stop has returned", ErrStopping, p)
+		default:
+			return nil
+		}
+	}
+	pt := newPartition(m, p, counters)
+	m.parts[p] = pt
+	if !m.goFunc(pt.run) {
+		delete(m.parts, p)
+		pt.setState(StateStopped, "")
+		return ErrClosed
+	}
+	return nil
+}
+
+// Stop stops mirroring p. It returns once no append for p is in flight and
+// none will be sent, or with ctx's error if ctx ends first (the partition
+// then finishes stopping in the background and is removed, STOPPED, once its
+// last append returned). Stopping a partition that is not running is a
+// no-op; stopping a FAILED one removes it.
+func (m *Manager) Stop(ctx context.Context, p Partition) error {
+	m.mu.Lock()
+	pt := m.parts[p]
+	m.mu.Unlock()
+	if pt == nil {
+		return nil
+	}
+	return m.stopPartition(ctx, pt)
+}
+
+func (m *Manager) stopPartition(ctx context.Context, pt *partition) error {
+	pt.requestStop()
+	select {
+	case <-pt.done:
+	case <-ctx.Done():
+		m.goFunc(func() { // Close removes it if this cannot start
+			<-pt.done
+			m.remove(pt)
+		})
+		return fmt.Errorf("fetcher: stopping %s: %w", pt.key, ctx.Err())
+	}
+	m.remove(pt)
+	return nil
+}
+
+// remove forgets a partition whose driver has exited: STOPPED, series
+// deleted.
+func (m *Manager) remove(pt *partition) {
+	m.mu.Lock()
+	if m.parts[pt.key] == pt {
+		delete(m.parts, pt.key)
+	}
+	m.mu.Unlock()
+	pt.setState(StateStopped, "")
+	m.met.deletePartition(pt.key)
+}
+
+// notLeader is called by a driver that got NOT_LEADER_OR_FOLLOWER from the
+// local broker, after it drained its appends.
+func (m *Manager) notLeader(pt *partition) {
+	m.log.Info("local broker is no longer the leader: partition stopped",
+		zap.String("mirror", pt.key.Mirror), zap.String("topic", pt.key.Topic), zap.Int32("partition", pt.key.Partition))
+	m.remove(pt)
+	m.notify.notLeader(pt.key)
+}
+
+// mirror returns the current mirror called name.
+func (m *Manager) mirror(name string) (*mirror, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mir := m.mirrors[name]; mir != nil {
+		return mir, nil
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownMirror, name)
+}
+
+// Status returns a snapshot of every partition the Manager drives (running,
+// stopping or FAILED), sorted by mirror, topic and partition.
+func (m *Manager) Status() []PartitionStatus {
+	m.mu.Lock()
+	parts := make([]*partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	out := make([]PartitionStatus, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.status())
+	}
+	slices.SortFunc(out, func(a, b PartitionStatus) int {
+		if c := strings.Compare(a.Mirror, b.Mirror); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition.Partition) - int(b.Partition.Partition)
+	})
+	return out
+}
+
+// Close stops everything and waits for every goroutine. The order:
+//
+//  1. refuse new work (Start, SetMirror return ErrClosed);
+//  2. stop every partition driver: each cancels its queued appends and waits
+//     for those in flight (the appender still runs), then exits;
+//  3. cancel the Manager context: the appender and the fetch sessions end;
+//  4. close the source clients;
+//  5. flush state-change notifications, wait for all goroutines.
+//
+// The local client belongs to the caller and stays open.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return
+	}
+	m.closed = true
+	parts := make([]*partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		parts = append(parts, p)
+	}
+	mirrors := make([]*mirror, 0, len(m.mirrors))
+	for _, mir := range m.mirrors {
+		mirrors = append(mirrors, mir)
+	}
+	clear(m.mirrors)
+	m.mu.Unlock()
+
+	for _, p := range parts {
+		p.requestStop()
+	}
+	for _, p := range parts {
+		<-p.done
+		m.remove(p)
+	}
+	m.cancel()
+	for _, mir := range mirrors {
+		mir.close()
+	}
+	m.notify.close()
+	m.goMu.Lock()
+	m.goClosed = true
+	m.goMu.Unlock()
+	m.wg.Wait()
+	m.zst.Close()
+	m.log.Info("fetcher closed")
+}
+
+// backoff returns the wait before retry attempt n (1-based): exponential
+// from the configured min to max, with ±20% jitter.
+func (m *Manager) backoff(n int) time.Duration {
+	d := m.cfg.backoffMin
+	for i := 1; i < n && d < m.cfg.backoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, m.cfg.backoffMax)
+	jitter := time.Duration(rand.Int64N(int64(d)/5*2+1)) - d/5
+	return max(time.Millisecond, d+jitter)
+}
+
+// notifier calls OnStateChange and OnNotLeader in order from one goroutine,
+// so that drivers never wait for the callbacks.
+type notifier struct {
+	onState     func(PartitionStatus)
+	onNotLeader func(Partition)
+	log         *zap.Logger
+
+	mu     sync.Mutex
+	queue  []func()
+	closed bool
+	wake   chan struct{}
+}
+
+func newNotifier(onState func(PartitionStatus), onNotLeader func(Partition), log *zap.Logger) *notifier {
+	return &notifier{onState: onState, onNotLeader: onNotLeader, log: log, wake: make(chan struct{}, 1)}
+}
+
+func (n *notifier) push(fn func()) {
+	n.mu.Lock()
+	n.queue = append(n.queue, fn)
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *notifier) stateChanged(st PartitionStatus) {
+	if n.onState != nil {
+		n.push(func() { n.onState(st) })
+	}
+}
+
+func (n *notifier) notLeader(p Partition) {
+	if n.onNotLeader != nil {
+		n.push(func() { n.onNotLeader(p) })
+	}
+}
+
+// close lets run deliver what is queued and return.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *notifier) run() {
+	for {
+		n.mu.Lock()
+		q, closed := n.queue, n.closed
+		n.queue = nil
+		n.mu.Unlock()
+		for _, fn := range q {
+			fn()
+		}
+		if closed && len(q) == 0 {
+			return
+		}
+		if len(q) == 0 {
+			<-n.wake
+		}
+	}
+}

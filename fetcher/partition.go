@@ -1,0 +1,646 @@
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+)
+
+// partition is the driver of one mirrored partition: a goroutine (run) that
+// owns the partition's state machine and append pipeline. The fetch session
+// that fetches for it hands data over through fetch (under mu); the appender
+// hands results over through results.
+type partition struct {
+	m   *Manager
+	key Partition
+	log *zap.Logger
+
+	ctx    context.Context // cancelled by Stop and Close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run has returned: nothing in flight
+
+	results chan appendResult // capacity maxInFlight: never blocks the appender
+	wake    chan struct{}     // capacity 1: fetched data or a fetch error queued
+
+	// Owned by the driver goroutine.
+	prod          producerState // loaded from and saved to the Manager
+	attempt       int           // consecutive retriable failures
+	pendingDelete int64         // DeleteRecords(this) once aligned; -1: none
+
+	mu      sync.Mutex // guards the fields below; taken after mirror.mu
+	state   State
+	lastErr string
+	srcHW   int64
+	srcLSO  int64
+	dstLEO  int64
+	records int64
+	bytes   int64
+	fillers int64
+	fetch   fetchState
+}
+
+// producerState is where a partition stands with the sidecar's producer:
+// which identity it appends with and the next sequence. The Manager keeps it
+// across Stop and Start of the partition: the broker remembers the last
+// sequences of a producer ID per partition, so a restarted partition must
+// continue them (starting over at 0 would be a duplicate or out of order).
+type producerState struct {
+	ident       *producerIdentity // nil: get a new one before appending
+	stale       *producerIdentity // the identity whose append failed
+	seq         int32             // next base sequence for ident
+	established bool              // the broker has state for ident on this partition (see pipeline.room)
+	lastAck     time.Time         // when a batch was last acknowledged
+}
+
+// fetchState is the hand-over between the partition's driver and the fetch
+// session of its source leader.
+type fetchState struct {
+	sess     *session // the session the partition is attached to; nil: none
+	gen      uint64   // bumped when the driver resets the position: stale data is dropped
+	active   bool     // the driver wants data
+	inflight bool     // a fetch for gen is out
+	offset   int64    // next offset to fetch
+	maxBytes int32    // per-partition fetch size; grows when a batch does not fit
+	queue    []fetched
+	queued   int // bytes in queue
+}
+
+// fetched is one fetch response for the partition, or a fetch error.
+type fetched struct {
+	offset  int64 // the fetch offset
+	records []byte
+	err     error
+}
+
+func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
+	p := &partition{
+		m:             m,
+		key:           key,
+		log:           m.log.With(zap.String("mirror", key.Mirror), zap.String("topic", key.Topic), zap.Int32("partition", key.Partition)),
+		done:          make(chan struct{}),
+		results:       make(chan appendResult, m.cfg.maxInFlight),
+		wake:          make(chan struct{}, 1),
+		pendingDelete: -1,
+		state:         StateUnknown,
+		srcHW:         -1,
+		srcLSO:        -1,
+		dstLEO:        -1,
+		records:       counters[0],
+		bytes:         counters[1],
+		fillers:       counters[2],
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.prod = m.pids.load(key)
+	m.met.partitions.WithLabelValues(StateUnknown.String()).Inc()
+	return p
+}
+
+// status returns a snapshot.
+func (p *partition) status() PartitionStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.statusLocked()
+}
+
+func (p *partition) statusLocked() PartitionStatus {
+	lag := int64(-1)
+	if p.srcHW >= 0 && p.dstLEO >= 0 {
+		lag = max(0, p.srcHW-p.dstLEO)
+	}
+	return PartitionStatus{
+		Partition:               p.key,
+		State:                   p.state,
+		SourceHighWatermark:     p.srcHW,
+		SourceLogStartOffset:    p.srcLSO,
+		DestinationLogEndOffset: p.dstLEO,
+		Lag:                     lag,
+		LastError:               p.lastErr,
+		RecordsMirrored:         p.records,
+		BytesMirrored:           p.bytes,
+		FillerRecords:           p.fillers,
+	}
+}
+
+// setState moves the partition to st (with reason as LastError when
+// non-empty) and notifies; STOPPED is final and FAILED only yields to it.
+func (p *partition) setState(st State, reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setStateLocked(st, reason)
+}
+
+func (p *partition) setStateLocked(st State, reason string) {
+	if p.state == st || p.state == StateStopped || (p.state == StateFailed && st != StateStopped) {
+		return
+	}
+	p.m.met.partitions.WithLabelValues(p.state.String()).Dec()
+	if st != StateStopped {
+		p.m.met.partitions.WithLabelValues(st.String()).Inc()
+	}
+	p.state = st
+	if reason != "" {
+		p.lastErr = reason
+	}
+	p.m.notify.stateChanged(p.statusLocked())
+}
+
+// retire takes a FAILED partition that Start replaces out of the state
+// gauge, without a notification: the replacement reports its own states.
+func (p *partition) retire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.m.met.partitions.WithLabelValues(p.state.String()).Dec()
+	p.state = StateStopped
+}
+
+// requestStop cancels the driver; a running partition shows STOPPING until
+// the Manager removes it.
+func (p *partition) requestStop() {
+	p.mu.Lock()
+	if p.state != StateFailed && p.state != StateStopped {
+		p.setStateLocked(StateStopping, "")
+	}
+	p.mu.Unlock()
+	p.cancel()
+}
+
+func (p *partition) setLastError(err error) {
+	p.mu.Lock()
+	p.lastErr = err.Error()
+	p.mu.Unlock()
+}
+
+func (p *partition) setLEO(leo int64) {
+	p.mu.Lock()
+	p.dstLEO = leo
+	p.updateLagLocked()
+	p.mu.Unlock()
+}
+
+func (p *partition) setSourceOffsets(hw, lso int64) {
+	p.mu.Lock()
+	if hw >= 0 {
+		p.srcHW = hw
+	}
+	if lso >= 0 {
+		p.srcLSO = lso
+	}
+	p.updateLagLocked()
+	p.mu.Unlock()
+}
+
+func (p *partition) updateLagLocked() {
+	if p.srcHW >= 0 && p.dstLEO >= 0 && p.state != StateStopped {
+		p.m.met.setLag(p.key, max(0, p.srcHW-p.dstLEO))
+	}
+}
+
+// run drives the partition until it is stopped, fails, or loses local
+// leadership. Every attempt (runOnce) starts from the destination LEO and
+// drains its appends before returning.
+func (p *partition) run() {
+	defer close(p.done)
+	defer func() { p.m.pids.save(p.key, p.prod) }()
+	defer p.detach()
+	p.setState(StateLogTruncation, "")
+	p.log.Info("partition starting")
+	for {
+		err := p.runOnce()
+		if p.ctx.Err() != nil {
+			p.log.Info("partition stopped")
+			return
+		}
+		switch {
+		case errors.Is(err, errNotLeader):
+			p.detach()
+			p.m.notLeader(p)
+			return
+		case isFatal(err):
+			p.detach()
+			p.log.Error("partition failed", zap.Error(err))
+			p.setState(StateFailed, err.Error())
+			return
+		case errors.Is(err, errRealign):
+			p.log.Info("source log start moved beyond the destination log end offset: realigning", zap.Error(err))
+			p.attempt = 0
+			continue
+		}
+		p.attempt++
+		d := p.m.backoff(p.attempt)
+		p.log.Warn("retriable error: resuming from the destination log end offset",
+			zap.Error(err), zap.Int("attempt", p.attempt), zap.Duration("backoff", d))
+		p.setLastError(err)
+		if !sleepCtx(p.ctx, d) {
+			return
+		}
+	}
+}
+
+// runOnce reads the destination LEO, aligns the partition with the source
+// log start if needed, and mirrors until an error. It never returns with an
+// append in flight.
+func (p *partition) runOnce() error {
+	ctx := p.ctx
+	if p.prod.ident == nil {
+		id, err := p.m.pids.get(ctx, p.prod.stale)
+		if err != nil {
+			return err
+		}
+		p.prod.ident, p.prod.seq, p.prod.established = id, 0, false
+	}
+	leo, err := p.m.listLocalLEO(ctx, p.key)
+	if err != nil {
+		return err
+	}
+	p.setLEO(leo)
+	mir, err := p.m.mirror(p.key.Mirror)
+	if err != nil {
+		return err
+	}
+	start, err := mir.listOffset(ctx, p.key, -2)
+	if err != nil {
+		return err
+	}
+	p.setSourceOffsets(-1, start)
+
+	pl := &pipeline{p: p, leo: leo, next: leo, seqAcked: p.prod.seq,
+		established: p.prod.established && time.Since(p.prod.lastAck) < producerStateGrace}
+	fetchFrom := leo
+	if leo < start {
+		p.setState(StateLogTruncation, "")
+		fetchFrom, err = p.fillGap(pl, mir, leo, start)
+	}
+	if err == nil {
+		if p.pendingDelete < 0 {
+			p.setState(StateMirroring, "")
+		}
+		err = p.stream(pl, mir, fetchFrom)
+	}
+	p.pauseFetch()
+	pl.drain(ctx.Err() != nil || pl.err != nil)
+	if pl.err != nil && !isFatal(err) && !errors.Is(err, errNotLeader) {
+		err = pl.err // an append failed: it decides what happens next
+	}
+	if pl.failed {
+		// The broker's sequence state for our producer ID is unknown now:
+		// continue with a new producer ID, from sequence 0.
+		p.prod.stale, p.prod.ident = p.prod.ident, nil
+	} else {
+		p.prod.seq = pl.seqAcked
+	}
+	p.prod.established = pl.established && !pl.failed
+	return err
+}
+
+// fillGap closes a leading gap (destination LEO < source log start S): it
+// fetches the batch holding S, appends fillers (copies of the first live
+// record) up to that batch's base offset, and schedules DeleteRecords(S). It
+// returns the offset the stream fetches from (S: the source refuses fetches
+// below its log start, even inside the batch that holds S).
+func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64, error) {
+	b, err := p.fetchFirstBatch(mir, start)
+	if err != nil {
+		return 0, err
+	}
+	rb, err := parseBatch(b)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkBatch(b, &rb); err != nil {
+		return 0, err
+	}
+	target := rb.FirstOffset
+	if target < leo {
+		return 0, fmt.Errorf("%w: source batch %d..%d holds the source log start offset %d, destination log end offset %d",
+			ErrBatchStraddle, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta), start, leo)
+	}
+	rec, err := firstLiveRecord(b, &rb, start)
+	if err != nil {
+		return 0, err
+	}
+	p.log.Info("leading gap: writing fillers",
+		zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start),
+		zap.Int64("filler-end-offset", target), zap.Int64("copied-offset", rec.Offset))
+	per := int64(rec.fillersPerBatch())
+	for off := leo; off < target; {
+		n := min(per, target-off)
+		raw := buildFillerBatch(p.m.zst, &rec, int(n))
+		if err := pl.waitRoom(); err != nil {
+			return 0, err
+		}
+		pl.submit(p.newItem(raw, off, int32(n), true))
+		off += n
+	}
+	p.pendingDelete = start
+	return start, nil
+}
+
+// newItem rewrites the batch raw (source offsets base.., n records) with the
+// sidecar's producer ID, epoch and next sequence.
+func (p *partition) newItem(raw []byte, base int64, n int32, filler bool) *appendItem {
+	seq := p.prod.seq
+	p.prod.seq = nextSequence(seq, n)
+	rewriteBatch(raw, p.prod.ident.id, p.prod.ident.epoch, seq)
+	return &appendItem{p: p, raw: raw, base: base, last: base + int64(n) - 1, num: n, seqNext: p.prod.seq, filler: filler}
+}
+
+// stream mirrors from fetchFrom: it attaches the partition to the fetch
+// session of its source leader, appends what arrives, and handles fetch
+// errors, until ctx ends or an error needs a restart from the LEO.
+func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
+	ctx := p.ctx
+	p.resetFetch(fetchFrom)
+	var (
+		needLeader = true
+		leaderAt   time.Time // attach no earlier than this
+		fetchErrs  int       // consecutive fetch errors, for backoff
+		deleteAt   time.Time
+		deleteErrs int
+		cur        *fetched
+		pos        int
+		timer      = time.NewTimer(time.Hour)
+	)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		if needLeader && !now.Before(leaderAt) {
+			curMir, err := p.m.mirror(p.key.Mirror) // SetMirror may have replaced it
+			if err == nil {
+				mir = curMir
+				err = p.attach(ctx, mir, fetchErrs > 0)
+			}
+			if err != nil {
+				if isFatal(err) || ctx.Err() != nil {
+					return err
+				}
+				fetchErrs++
+				leaderAt = now.Add(p.m.backoff(fetchErrs))
+				p.setLastError(err)
+				p.log.Warn("no source leader yet", zap.Error(err), zap.Duration("backoff", time.Until(leaderAt)))
+			} else {
+				needLeader = false
+			}
+		}
+		if p.pendingDelete >= 0 && pl.leo >= p.pendingDelete && !now.Before(deleteAt) {
+			if err := p.deleteFillers(ctx); err != nil {
+				if isFatal(err) || errors.Is(err, errNotLeader) || ctx.Err() != nil {
+					return err
+				}
+				deleteErrs++
+				deleteAt = now.Add(p.m.backoff(deleteErrs))
+				p.setLastError(err)
+			}
+		}
+
+		// Append what was fetched while there is room in flight.
+		for pl.err == nil && pl.room() {
+			if cur == nil {
+				if cur = p.popFetched(); cur == nil {
+					break
+				}
+				pos = 0
+				if cur.err != nil {
+					err := p.handleFetchError(ctx, mir, cur, pl)
+					p.consumed(cur)
+					cur = nil
+					if err != nil {
+						return err
+					}
+					fetchErrs++
+					needLeader, leaderAt = true, time.Now().Add(p.m.backoff(fetchErrs))
+					continue
+				}
+				fetchErrs = 0
+			}
+			b, err := nextBatch(cur.records[pos:])
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				p.consumed(cur)
+				cur = nil
+				continue
+			}
+			pos += len(b)
+			rb, action, err := inspectBatch(b, pl.next)
+			if err != nil {
+				return err
+			}
+			if action == actionSkip {
+				continue
+			}
+			pl.submit(p.newItem(b, rb.FirstOffset, rb.NumRecords, false))
+		}
+		if pl.err != nil {
+			return pl.err
+		}
+
+		// Wait for something to do.
+		var wakeAt time.Time
+		if needLeader {
+			wakeAt = leaderAt
+		}
+		if p.pendingDelete >= 0 && pl.leo >= p.pendingDelete && (wakeAt.IsZero() || deleteAt.Before(wakeAt)) {
+			wakeAt = deleteAt
+		}
+		// Since Go 1.23 Stop and Reset leave no stale tick in timer.C.
+		timer.Stop()
+		if !wakeAt.IsZero() {
+			timer.Reset(max(time.Until(wakeAt), 0))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case r := <-p.results:
+			pl.handle(r)
+		case <-p.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// handleFetchError decides what a fetch error means. OFFSET_OUT_OF_RANGE is
+// checked against the source log: below its start = realign (new leading
+// gap), beyond its high watermark = divergence (FAILED). Other errors (and an
+// out of range that no longer holds) return nil: refresh the leader, retry.
+func (p *partition) handleFetchError(ctx context.Context, mir *mirror, f *fetched, pl *pipeline) error {
+	err := f.err
+	if isFatal(err) {
+		return err
+	}
+	p.setLastError(err)
+	if !errors.Is(err, kerr.OffsetOutOfRange) {
+		p.log.Info("fetch error: refreshing the source leader", zap.Error(err))
+		return nil
+	}
+	start, err := mir.listOffset(ctx, p.key, -2)
+	if err != nil {
+		return nil
+	}
+	hw, err := mir.listOffset(ctx, p.key, -1)
+	if err != nil {
+		return nil
+	}
+	p.setSourceOffsets(hw, start)
+	switch {
+	case f.offset < start:
+		return fmt.Errorf("%w: fetch offset %d, source log start offset %d", errRealign, f.offset, start)
+	case f.offset > hw:
+		return fmt.Errorf("%w: divergence at offset %d (source high watermark %d, destination log end offset %d): "+
+			"the source lost records the destination has; re-seed the partition",
+			ErrDivergence, hw, hw, pl.next)
+	}
+	return nil
+}
+
+// deleteFillers makes the source log start offset the destination's, so
+// that nobody reads the leading fillers (DESIGN.md D2). Compact-only topics
+// refuse (POLICY_VIOLATION): their compaction removes the fillers instead.
+func (p *partition) deleteFillers(ctx context.Context) error {
+	off := p.pendingDelete
+	err := p.m.deleteRecords(ctx, p.key, off)
+	switch {
+	case err == nil:
+		p.log.Info("leading fillers deleted", zap.Int64("log-start-offset", off))
+	case errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidRequest), errors.Is(err, kerr.OffsetOutOfRange):
+		p.log.Warn("DeleteRecords refused: leading fillers stay readable until compaction or retention removes them",
+			zap.Int64("log-start-offset", off), zap.Error(err))
+	default:
+		return err
+	}
+	p.pendingDelete = -1
+	p.setState(StateMirroring, "")
+	return nil
+}
+
+// fetchFirstBatch returns the first complete batch that ends at or after
+// offset from, fetched directly from the source leader.
+func (p *partition) fetchFirstBatch(mir *mirror, from int64) ([]byte, error) {
+	leader, err := mir.leader(p.ctx, p.key, true)
+	if err != nil {
+		return nil, err
+	}
+	records, hw, lso, err := mir.fetchOnce(p.ctx, leader, p.key, from, p.m.cfg.partMax)
+	if err != nil {
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			return nil, fmt.Errorf("%w: %w", errRealign, err)
+		}
+		return nil, err
+	}
+	p.setSourceOffsets(hw, lso)
+	for len(records) > 0 {
+		b, err := nextBatch(records)
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			break
+		}
+		if batchNext(b) > from {
+			return b, nil
+		}
+		records = records[len(b):]
+	}
+	return nil, fmt.Errorf("%w (offset %d)", errNoLiveRecord, from)
+}
+
+// resetFetch points fetching at offset, dropping anything fetched before.
+func (p *partition) resetFetch(offset int64) {
+	p.mu.Lock()
+	f := &p.fetch
+	f.gen++
+	f.active, f.inflight = true, false
+	f.offset, f.maxBytes = offset, p.m.cfg.partMax
+	f.queue, f.queued = nil, 0
+	s := f.sess
+	p.mu.Unlock()
+	if s != nil {
+		s.wakeup()
+	}
+}
+
+// pauseFetch stops fetching until the next resetFetch and drops what was
+// fetched.
+func (p *partition) pauseFetch() {
+	p.mu.Lock()
+	f := &p.fetch
+	f.gen++
+	f.active, f.inflight = false, false
+	f.queue, f.queued = nil, 0
+	p.mu.Unlock()
+}
+
+// popFetched returns the oldest fetched data or error, nil if none.
+func (p *partition) popFetched() *fetched {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.fetch.queue) == 0 {
+		return nil
+	}
+	f := p.fetch.queue[0]
+	p.fetch.queue = p.fetch.queue[1:]
+	return &f
+}
+
+// consumed releases the buffer space of f and lets the session fetch again.
+func (p *partition) consumed(f *fetched) {
+	p.mu.Lock()
+	p.fetch.queued -= len(f.records)
+	s := p.fetch.sess
+	p.mu.Unlock()
+	if s != nil {
+		s.wakeup()
+	}
+}
+
+// attach resolves the source leader and attaches the partition to that
+// broker's fetch session.
+func (p *partition) attach(ctx context.Context, mir *mirror, refresh bool) error {
+	leader, err := mir.leader(ctx, p.key, refresh)
+	if err != nil {
+		return err
+	}
+	p.detach()
+	return mir.attach(p, leader)
+}
+
+// detach removes the partition from its fetch session, if any.
+func (p *partition) detach() {
+	p.mu.Lock()
+	s := p.fetch.sess
+	p.mu.Unlock()
+	if s != nil {
+		s.mir.detach(p, s)
+	}
+}
+
+// isFatal reports whether err fails the partition (no automatic retry).
+func isFatal(err error) bool {
+	for _, target := range []error{
+		ErrCorruptBatch, ErrMessageFormat, ErrTransactionalBatch, ErrControlBatch, ErrCompactedBatch,
+		ErrOffsetGap, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
+		ErrSourceRejected,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepCtx waits d or until ctx ends; false if ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,200 @@
+package fetcher
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+)
+
+// appendItem is one rewritten batch on its way to the local broker.
+type appendItem struct {
+	p       *partition
+	raw     []byte // the batch as sent: the sidecar's producer fields, CRC recomputed
+	base    int64  // source base offset: the broker must append it here
+	last    int64  // source last offset
+	num     int32
+	seqNext int32 // the sequence after this batch
+	filler  bool
+
+	res *appendResult // set by the driver when its result arrived
+}
+
+// appendResult is the local broker's answer for one item. Every item handed
+// to the appender gets exactly one result.
+type appendResult struct {
+	item *appendItem
+	err  error
+	base int64 // offset the broker appended the batch at
+}
+
+// pipeline tracks one runOnce's appends of a partition, in order. It belongs
+// to the driver goroutine.
+type pipeline struct {
+	p        *partition
+	inflight []*appendItem // submitted, oldest first
+	leo      int64         // confirmed destination LEO
+	next     int64         // destination LEO once everything in flight landed
+	seqAcked int32         // sequence after the last confirmed batch
+	err      error         // the first append error; nothing more is submitted
+	failed   bool          // an append was sent and failed: the producer ID's state is unknown
+
+	// established: the broker holds state for our producer ID on this
+	// partition (see room).
+	established bool
+}
+
+// producerStateGrace is how long after its last acknowledged batch we trust
+// the broker to still hold our producer state for a partition (Kafka keeps
+// it for producer.id.expiration.ms, one day by default).
+const producerStateGrace = time.Minute
+
+// room reports whether another batch may be sent now. While the broker has
+// no state for our producer ID on this partition, a batch goes alone:
+// Kafka accepts any sequence number as the first batch of a producer it does
+// not know, so if a first batch were refused before being appended
+// (NOT_ENOUGH_REPLICAS, NOT_LEADER...), a pipelined successor would be
+// appended in its place, at the wrong offset. Once one batch is
+// acknowledged, the broker rejects gaps (OUT_OF_ORDER_SEQUENCE_NUMBER) and
+// up to MaxInFlightPerPartition batches may be in flight, as long as
+// batches keep being acknowledged (see producerStateGrace).
+func (pl *pipeline) room() bool {
+	n := len(pl.inflight)
+	return n == 0 || (pl.established && n < pl.p.m.cfg.maxInFlight && time.Since(pl.p.prod.lastAck) < producerStateGrace)
+}
+
+// submit hands it to the appender. The caller checked room.
+func (pl *pipeline) submit(it *appendItem) {
+	pl.inflight = append(pl.inflight, it)
+	pl.next = it.last + 1
+	pl.p.m.app.submit(it)
+}
+
+// waitRoom handles results until there is room for another append; it
+// returns the append error or ctx's.
+func (pl *pipeline) waitRoom() error {
+	for pl.err == nil && !pl.room() {
+		select {
+		case r := <-pl.p.results:
+			pl.handle(r)
+		case <-pl.p.ctx.Done():
+			return pl.p.ctx.Err()
+		}
+	}
+	return pl.err
+}
+
+// handle records a result and completes items in submission order.
+func (pl *pipeline) handle(r appendResult) {
+	r.item.res = &r
+	for len(pl.inflight) > 0 && pl.inflight[0].res != nil {
+		it := pl.inflight[0]
+		pl.inflight = pl.inflight[1:]
+		pl.complete(it)
+	}
+}
+
+func (pl *pipeline) complete(it *appendItem) {
+	p, res := pl.p, it.res
+	switch {
+	case errors.Is(res.err, errCancelled):
+		return // never sent; the following items were not sent either
+	case res.err != nil:
+		pl.failed = true
+		if pl.err == nil { // the first failure decides; the LEO is read again anyway
+			p.m.met.countError(opAppend, res.err)
+			pl.err = classifyAppendError(res.err, it)
+		}
+		return
+	case res.base != it.base:
+		pl.failed = true
+		pl.err = fmt.Errorf("%w: the local broker appended the batch of source offset %d at offset %d; "+
+			"another writer appended to %s (only the sidecar may write to mirror topics)",
+			ErrExactness, it.base, res.base, p.key)
+		p.log.Error("EXACTNESS INVARIANT VIOLATED: destination offsets no longer match the source",
+			zap.Int64("source-offset", it.base), zap.Int64("destination-offset", res.base))
+		return
+	}
+	// Appended where it belongs (possibly after an earlier failure whose
+	// batch did land after all).
+	pl.leo = it.last + 1
+	if pl.err == nil {
+		pl.seqAcked = it.seqNext
+		pl.established = true
+		p.prod.lastAck = time.Now()
+		p.attempt = 0
+	}
+	n := int64(it.num)
+	p.mu.Lock()
+	p.dstLEO = pl.leo
+	if p.state != StateFailed {
+		p.lastErr = "" // a retriable error is over once appends succeed again
+	}
+	if it.filler {
+		p.fillers += n
+	} else {
+		p.records += n
+		p.bytes += int64(len(it.raw))
+	}
+	p.updateLagLocked()
+	p.mu.Unlock()
+	if it.filler {
+		p.m.met.fillers.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(n))
+	} else {
+		p.m.met.records.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(n))
+		p.m.met.bytes.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(len(it.raw)))
+	}
+}
+
+// drain waits for every result: afterwards no append of this pipeline is in
+// flight. With cancel (stopping, or after an append error) batches the
+// appender has not sent yet are withdrawn; otherwise (a fetch or inspection
+// error) they are sent, so the destination gets every valid batch before
+// the partition fails or restarts. A stop during the wait withdraws them
+// too.
+func (pl *pipeline) drain(cancel bool) {
+	p := pl.p
+	if cancel {
+		p.m.app.cancel(p)
+	}
+	for len(pl.inflight) > 0 {
+		if cancel {
+			pl.handle(<-p.results)
+			continue
+		}
+		select {
+		case r := <-p.results:
+			pl.handle(r)
+		case <-p.ctx.Done():
+			cancel = true
+			p.m.app.cancel(p)
+		}
+	}
+}
+
+// classifyAppendError maps a produce error to what happens to the partition:
+// NOT_LEADER stops it, authorization and record errors fail it, anything
+// else (retriable codes, sequence errors, connection errors) restarts it
+// from the destination LEO with a new producer ID.
+func classifyAppendError(err error, it *appendItem) error {
+	ke, ok := errors.AsType[*kerr.Error](err)
+	if !ok {
+		return fmt.Errorf("append of source offset %d: %w", it.base, err)
+	}
+	switch ke {
+	case kerr.NotLeaderForPartition:
+		return fmt.Errorf("%w: append of source offset %d: %w", errNotLeader, it.base, err)
+	case kerr.TopicAuthorizationFailed:
+		return fmt.Errorf("%w (append of source offset %d)", ErrNotSuperUser, it.base)
+	case kerr.OutOfOrderSequenceNumber, kerr.DuplicateSequenceNumber, kerr.InvalidProducerEpoch,
+		kerr.UnknownProducerID, kerr.InvalidProducerIDMapping:
+		return fmt.Errorf("append of source offset %d: %w", it.base, err)
+	}
+	if kerr.IsRetriable(ke) {
+		return fmt.Errorf("append of source offset %d: %w", it.base, err)
+	}
+	return fmt.Errorf("%w: %s at source offset %d (batch of %d records, %d bytes): %s",
+		ErrAppendRejected, ke.Message, it.base, it.num, len(it.raw), ke.Description)
+}

@@ -1,0 +1,319 @@
+package fetcher
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// session fetches for every started partition one source broker leads, on
+// one goroutine (run), one fetch request at a time, each for many
+// partitions. A partition is left out of a request while it holds more than
+// PartitionBufferBytes of fetched data (backpressure). The session ends when
+// no partition is attached or its mirror closes.
+type session struct {
+	mir    *mirror
+	broker int32
+	log    *zap.Logger
+	wake   chan struct{} // capacity 1
+
+	parts map[*partition]struct{} // guarded by mir.mu
+}
+
+func newSession(mir *mirror, broker int32) *session {
+	return &session{
+		mir:    mir,
+		broker: broker,
+		log:    mir.log.With(zap.Int32("source-broker", broker)),
+		wake:   make(chan struct{}, 1),
+		parts:  make(map[*partition]struct{}),
+	}
+}
+
+func (s *session) wakeup() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wanted is a partition in a fetch request, with the generation of its
+// fetch position at the time.
+type wanted struct {
+	p   *partition
+	gen uint64
+	off int64
+}
+
+func (s *session) run() {
+	defer s.mir.wg.Done()
+	s.log.Debug("fetch session started")
+	defer s.log.Debug("fetch session ended")
+	for {
+		parts := s.members()
+		if parts == nil {
+			return
+		}
+		req, want := s.build(parts)
+		if len(want) == 0 {
+			select {
+			case <-s.wake:
+			case <-s.mir.ctx.Done():
+			}
+			continue
+		}
+		start := time.Now()
+		resp, err := s.mir.cl.Broker(int(s.broker)).Request(s.mir.ctx, &fetchRequest{req})
+		s.mir.m.met.fetchLatency.WithLabelValues(s.mir.name).Observe(time.Since(start).Seconds())
+		if err == nil {
+			fr := resp.(*kmsg.FetchResponse)
+			if err = kerr.ErrorForCode(fr.ErrorCode); err == nil {
+				s.deliver(fr, want)
+				continue
+			}
+		}
+		if s.mir.ctx.Err() != nil {
+			err = errMirrorClosed
+		} else {
+			s.mir.m.met.countError(opFetch, err)
+			s.log.Info("fetch failed", zap.Error(err))
+		}
+		for _, w := range want {
+			s.fail(w, fmt.Errorf("source fetch of %s from broker %d: %w", w.p.key, s.broker, err))
+		}
+	}
+}
+
+// members returns the attached partitions; nil when the session ends (none
+// attached, or the mirror closed: then every partition is told to look for
+// its leader again).
+func (s *session) members() []*partition {
+	mir := s.mir
+	mir.mu.Lock()
+	defer mir.mu.Unlock()
+	if mir.closed {
+		for p := range s.parts {
+			mir.detachLocked(p, s)
+			p.queueError(p.fetchGen(), fmt.Errorf("source fetch of %s: %w", p.key, errMirrorClosed))
+		}
+	}
+	if len(s.parts) == 0 {
+		if mir.sessions[s.broker] == s {
+			delete(mir.sessions, s.broker)
+		}
+		return nil
+	}
+	parts := make([]*partition, 0, len(s.parts))
+	for p := range s.parts {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// build makes a fetch request for the partitions that want data and have
+// buffer room.
+func (s *session) build(parts []*partition) (*kmsg.FetchRequest, []wanted) {
+	m := s.mir.m
+	req := m.newFetchRequest()
+	var want []wanted
+	topics := make(map[string]int)
+	for _, p := range parts {
+		off, maxBytes, gen, ok := p.takeFetch(s)
+		if !ok {
+			continue
+		}
+		ti, ok := topics[p.key.Topic]
+		if !ok {
+			ti = len(req.Topics)
+			topics[p.key.Topic] = ti
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = p.key.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, newFetchPartition(p.key.Partition, off, maxBytes))
+		want = append(want, wanted{p: p, gen: gen, off: off})
+	}
+	return req, want
+}
+
+// deliver hands each wanted partition its part of the response.
+func (s *session) deliver(fr *kmsg.FetchResponse, want []wanted) {
+	type tp struct {
+		t string
+		p int32
+	}
+	answers := make(map[tp]*kmsg.FetchResponseTopicPartition)
+	for i := range fr.Topics {
+		t := &fr.Topics[i]
+		for j := range t.Partitions {
+			answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
+		}
+	}
+	for _, w := range want {
+		ans := answers[tp{w.p.key.Topic, w.p.key.Partition}]
+		if ans == nil {
+			w.p.fetchAnswered(w.gen, nil, -1, -1)
+			continue
+		}
+		if err := fetchError(w.p.key, w.off, ans.ErrorCode); err != nil {
+			s.mir.m.met.countError(opFetch, err)
+			s.fail(w, err)
+			continue
+		}
+		w.p.fetchAnswered(w.gen, ans.RecordBatches, ans.HighWatermark, ans.LogStartOffset)
+	}
+}
+
+// fail detaches the partition and queues err for its driver, unless the
+// driver has moved on (a newer fetch position or another session).
+func (s *session) fail(w wanted, err error) {
+	mir := s.mir
+	mir.mu.Lock()
+	defer mir.mu.Unlock()
+	if !w.p.fetchFailed(s, w.gen, err) {
+		return
+	}
+	mir.detachLocked(w.p, s)
+}
+
+// fetchRequest caps Fetch at v12 (v13 names topics by ID) and tells kgo its
+// long-poll time, as kgo does for *kmsg.FetchRequest.
+type fetchRequest struct{ *kmsg.FetchRequest }
+
+func (r *fetchRequest) MaxVersion() int16 { return min(r.FetchRequest.MaxVersion(), 12) }
+func (r *fetchRequest) Timeout() int32    { return r.MaxWaitMillis }
+func (r *fetchRequest) SetTimeout(int32)  {}
+
+// newFetchRequest returns a sessionless read_uncommitted consumer fetch.
+func (m *Manager) newFetchRequest() *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(m.cfg.fetchMaxWait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = m.cfg.fetchMax
+	req.IsolationLevel = 0
+	req.SessionID = 0
+	req.SessionEpoch = -1
+	return req
+}
+
+func newFetchPartition(partition int32, offset int64, maxBytes int32) kmsg.FetchRequestTopicPartition {
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = partition
+	rp.CurrentLeaderEpoch = -1
+	rp.FetchOffset = offset
+	rp.LastFetchedEpoch = -1
+	rp.LogStartOffset = -1
+	rp.PartitionMaxBytes = maxBytes
+	return rp
+}
+
+// The partition's side of the hand-over.
+
+// takeFetch returns the partition's fetch position if session s should
+// fetch it now, and marks the fetch in flight.
+func (p *partition) takeFetch(s *session) (offset int64, maxBytes int32, gen uint64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := &p.fetch
+	if f.sess != s || !f.active || f.inflight || f.queued >= p.m.cfg.bufferBytes {
+		return 0, 0, 0, false
+	}
+	f.inflight = true
+	return f.offset, f.maxBytes, f.gen, true
+}
+
+func (p *partition) fetchGen() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fetch.gen
+}
+
+// fetchAnswered takes the data of a fetch for generation gen (nil records:
+// nothing new). The next fetch starts after the last complete batch.
+func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64) {
+	p.mu.Lock()
+	f := &p.fetch
+	if gen != f.gen {
+		p.mu.Unlock()
+		return // the driver reset its position meanwhile
+	}
+	f.inflight = false
+	if hw >= 0 {
+		p.srcHW = hw
+	}
+	if lso >= 0 {
+		p.srcLSO = lso
+	}
+	p.updateLagLocked()
+	queued := false
+	if len(records) > 0 {
+		next, complete := f.offset, false
+		for rest := records; ; {
+			b, err := nextBatch(rest)
+			if err != nil || b == nil {
+				break
+			}
+			next, complete = max(next, batchNext(b)), true
+			rest = rest[len(b):]
+		}
+		if complete {
+			f.queue = append(f.queue, fetched{offset: f.offset, records: records})
+			f.queued += len(records)
+			f.offset, f.maxBytes = next, p.m.cfg.partMax
+			queued = true
+		} else {
+			// Only a partial batch: the batch is larger than the
+			// partition's fetch size (old brokers do not return an
+			// oversized first batch whole). Ask for more next time.
+			f.maxBytes = min(max(f.maxBytes, 1<<16)*2, p.m.cfg.fetchMax)
+		}
+	}
+	p.mu.Unlock()
+	if queued {
+		p.wakeDriver()
+	}
+}
+
+// fetchFailed queues a fetch error for generation gen from session s and
+// stops fetching; false if the error is stale.
+func (p *partition) fetchFailed(s *session, gen uint64, err error) bool {
+	p.mu.Lock()
+	f := &p.fetch
+	if gen != f.gen || f.sess != s {
+		if gen == f.gen {
+			f.inflight = false
+		}
+		p.mu.Unlock()
+		return false
+	}
+	f.inflight, f.active = false, false
+	f.queue = append(f.queue, fetched{offset: f.offset, err: err})
+	p.mu.Unlock()
+	p.wakeDriver()
+	return true
+}
+
+// queueError queues err for the driver if gen is still current.
+func (p *partition) queueError(gen uint64, err error) {
+	p.mu.Lock()
+	f := &p.fetch
+	if gen != f.gen {
+		p.mu.Unlock()
+		return
+	}
+	f.inflight, f.active = false, false
+	f.queue = append(f.queue, fetched{offset: f.offset, err: err})
+	p.mu.Unlock()
+	p.wakeDriver()
+}
+
+func (p *partition) wakeDriver() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
