@@ -55,7 +55,7 @@ e2e-fail-check:
 	@bash scripts/check-no-java.sh
 
 demo: setup build
-	$(GO) run ./e2e/cmd/testbed up $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))
+	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))
 
 clean:
 	rm -rf bin

@@ -98,6 +98,13 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 		}
 	})
 
+	comps, err := s.startComponents(failed)
+	if err != nil {
+		s.stopping.Store(true)
+		s.routines.stop()
+		_ = srv.Close()
+		return err
+	}
 	s.httpAddr = ln.Addr().String()
 	close(s.ready)
 	s.log.Info("sidecar running",
@@ -112,7 +119,7 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	case runErr = <-failed:
 		s.log.Error("shutting down after a failure", zap.Error(runErr))
 	}
-	return errors.Join(runErr, s.shutdown(srv))
+	return errors.Join(runErr, s.shutdown(srv, comps))
 }
 
 // shutdown stops the sidecar within shutdownTimeout. The order, which later
@@ -131,7 +138,7 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 //
 // The data.dir lock is released by Run after shutdown returns, once nothing
 // can write into data.dir any more.
-func (s *Sidecar) shutdown(srv *http.Server) error {
+func (s *Sidecar) shutdown(srv *http.Server, comps *components) error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	var errs []error
@@ -140,7 +147,10 @@ func (s *Sidecar) shutdown(srv *http.Server) error {
 	s.stopping.Store(true)
 	s.routines.stop()
 
-	// 2-6: no components yet.
+	// 1 (admin endpoint) to 6.
+	if err := comps.stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
 
 	// 7. HTTP server: let in-flight scrapes finish, cut them at the bound.
 	if err := srv.Shutdown(ctx); err != nil {

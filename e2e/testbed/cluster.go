@@ -499,11 +499,17 @@ func tailFile(path string, lines int) string {
 	return tail(string(data), lines)
 }
 
-// newClusterID returns a random Kafka cluster ID (a base64 UUID).
+// newClusterID returns a random Kafka cluster ID (a base64 UUID). Like
+// Kafka's Uuid.randomUuid it never starts with '-', which command-line
+// parsers would take for an option.
 func newClusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // freePorts reserves n distinct free loopback ports.

@@ -339,3 +339,11 @@ func (s *Sidecar) Metrics(ctx context.Context) (string, error) {
 	body, err := io.ReadAll(resp.Body)
 	return string(body), err
 }
+
+// PID returns the sidecar's process ID, or 0 when it is not running.
+func (s *Sidecar) PID() int {
+	if p := s.current(); p != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}

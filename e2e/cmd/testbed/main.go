@@ -36,8 +36,14 @@ func main() {
 	case "up":
 		fs := flag.NewFlagSet("up", flag.ExitOnError)
 		duration := fs.Duration("duration", 0, "stop after this long (0: wait for Ctrl-C)")
+		sidecars := fs.Bool("sidecars", false, "also build and start one sidecar per destination node")
 		_ = fs.Parse(os.Args[2:])
-		env, err := testbed.StartEnv(ctx, testbed.DefaultEnvOptions(), progress)
+		opts := testbed.DefaultEnvOptions()
+		if *sidecars {
+			opts.Sidecars = true
+			opts.SidecarConfig = map[string]string{"readonly.allow.everyone.if.no.acl.found": "true", "log.level": "info"}
+		}
+		env, err := testbed.StartEnv(ctx, opts, progress)
 		if err != nil {
 			fail(err)
 		}
@@ -70,6 +76,12 @@ func printEnv(env *testbed.Env) {
 			fail(err)
 		}
 		fmt.Printf("  client properties for user %s: %s\n", u.Name, path)
+	}
+	if env.Sidecars != nil {
+		fmt.Printf("\nsidecars (admin endpoints, for kafka-cluster-mirrors --bootstrap-server)\n  %s\n", env.Sidecars.AdminBootstrap())
+		for _, s := range env.Sidecars.Sidecars() {
+			fmt.Printf("  sidecar %d: admin %s, metrics http://%s/metrics, log %s\n", s.BrokerID, s.AdminAddr, s.HTTPAddr, s.LogPath())
+		}
 	}
 	fmt.Println("\nPress Ctrl-C to stop.")
 }

@@ -1,0 +1,384 @@
+package coordinator
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// This file holds the validation and application of every command. Rules:
+// - deterministic: no clocks, no randomness, no map iteration order
+//   reaching the state or a message (iterate sorted keys);
+// - validate everything first, then mutate, so a top-level error leaves the
+//   state untouched;
+// - copy maps and slices out of the command, so the state never aliases a
+//   decoded command;
+// - messages are for operators: the offending value and what to do.
+
+// applyCommand decodes b and applies it to s. It never panics on any input
+// (FuzzApply checks that); FSM.Apply adds a recover as a last line of
+// defence against bugs.
+func applyCommand(s *State, b []byte) Result {
+	c, err := DecodeCommand(b)
+	if err != nil {
+		code := kerr.InvalidRequest
+		if len(b) >= 1 {
+			if _, known := codecs[CommandType(b[0])]; !known || isUnknownVersion(b) {
+				code = kerr.UnsupportedVersion
+			}
+		}
+		return fail(code, "%v", err)
+	}
+	return c.apply(s)
+}
+
+func isUnknownVersion(b []byte) bool {
+	if len(b) < 2 {
+		return false
+	}
+	_, ok := codecs[CommandType(b[0])].decode[b[1]]
+	return !ok
+}
+
+func unknownMirror(name string) Result {
+	return fail(kerr.ResourceNotFound, "mirror %q does not exist; list the mirrors with kafka-cluster-mirrors --list", name)
+}
+
+// checkPatterns rejects empty patterns. Whether a pattern compiles is
+// checked by the proposer (ValidatePattern), not here: see there.
+func checkPatterns(kind string, ps []string) (Result, bool) {
+	for i, p := range ps {
+		if strings.TrimSpace(p) == "" {
+			return fail(kerr.InvalidRequest, "%s pattern #%d is empty; give a topic name or a regular expression", kind, i+1), false
+		}
+	}
+	return Result{}, true
+}
+
+// checkConfigKey rejects keys the mirror config cannot hold.
+func checkConfigKey(k string) (Result, bool) {
+	switch k {
+	case "":
+		return fail(kerr.InvalidConfig, "a mirror config key is empty; remove the entry"), false
+	case IncludeKey, ExcludeKey:
+		return fail(kerr.InvalidConfig, "config key %s cannot be set directly; topic patterns are added with --start (--topics, --exclude) and moved to the exclude list with --stop", k), false
+	}
+	return Result{}, true
+}
+
+func missingBootstrap(mirror string) Result {
+	return fail(kerr.InvalidConfig, "mirror %q needs %s: the source cluster's bootstrap servers, e.g. host1:9092,host2:9092", mirror, BootstrapServersKey)
+}
+
+// appendUnique appends the entries of add that list does not hold yet, in
+// order, and returns a new slice.
+func appendUnique(list []string, add []string) []string {
+	out := slices.Clone(list)
+	for _, p := range add {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// namesListed counts the occurrences of each name in a request.
+func namesListed(names []string) map[string]int {
+	n := make(map[string]int, len(names))
+	for _, name := range names {
+		n[name]++
+	}
+	return n
+}
+
+// listSome formats up to max names for a message.
+func listSome(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+}
+
+func (c CreateMirror) apply(s *State) Result {
+	if p := mirrorNameProblem(c.Name); p != "" {
+		return fail(kerr.InvalidRequest, "%s", p)
+	}
+	if s.Mirrors[c.Name] != nil {
+		return fail(kerr.InvalidRequest, "mirror %s already exists; choose another name, or delete it first with kafka-cluster-mirrors --delete --mirror %s", c.Name, c.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Config)) {
+		if r, ok := checkConfigKey(k); !ok {
+			return r
+		}
+	}
+	if strings.TrimSpace(c.Config[BootstrapServersKey]) == "" {
+		return missingBootstrap(c.Name)
+	}
+	if r, ok := checkPatterns("include", c.Include); !ok {
+		return r
+	}
+	if r, ok := checkPatterns("exclude", c.Exclude); !ok {
+		return r
+	}
+	s.Mirrors[c.Name] = &Mirror{
+		Name:            c.Name,
+		Config:          maps.Clone(c.Config),
+		SourceClusterID: c.SourceClusterID,
+		Include:         appendUnique(nil, c.Include),
+		Exclude:         appendUnique(nil, c.Exclude),
+		CreatedMs:       c.NowMs,
+		UpdatedMs:       c.NowMs,
+	}
+	return Result{}
+}
+
+func (c DeleteMirror) apply(s *State) Result {
+	if s.Mirrors[c.Name] == nil {
+		return unknownMirror(c.Name)
+	}
+	topics := s.TopicsOf(c.Name)
+	var busy []string
+	for _, t := range topics {
+		if t.Status != TopicStopped {
+			busy = append(busy, t.Name)
+		}
+	}
+	if len(busy) > 0 {
+		return fail(kerr.InvalidRequest, "mirror %s still has %d topic(s) that are not stopped (%s); stop them first with kafka-cluster-mirrors --stop --mirror %s --topics <topics>",
+			c.Name, len(busy), listSome(busy, 10), c.Name)
+	}
+	for _, t := range topics {
+		delete(s.Topics, t.Name)
+	}
+	delete(s.Mirrors, c.Name)
+	return Result{}
+}
+
+func (c AlterMirrorConfig) apply(s *State) Result {
+	m := s.Mirrors[c.Name]
+	if m == nil {
+		return unknownMirror(c.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Set)) {
+		if r, ok := checkConfigKey(k); !ok {
+			return r
+		}
+		if slices.Contains(c.Delete, k) {
+			return fail(kerr.InvalidRequest, "config key %s is both set and deleted in one request; do one or the other", k)
+		}
+	}
+	for _, k := range c.Delete {
+		if r, ok := checkConfigKey(k); !ok {
+			return r
+		}
+		if k == BootstrapServersKey {
+			return fail(kerr.InvalidConfig, "%s of mirror %s cannot be deleted; set a new value instead", BootstrapServersKey, c.Name)
+		}
+	}
+	if v, ok := c.Set[BootstrapServersKey]; ok && strings.TrimSpace(v) == "" {
+		return missingBootstrap(c.Name)
+	}
+	cfg := maps.Clone(m.Config)
+	if cfg == nil {
+		cfg = map[string]string{}
+	}
+	maps.Copy(cfg, c.Set)
+	for _, k := range c.Delete {
+		delete(cfg, k)
+	}
+	m.Config = cfg
+	m.UpdatedMs = c.NowMs
+	return Result{}
+}
+
+func (c SetSourceClusterID) apply(s *State) Result {
+	m := s.Mirrors[c.Name]
+	if m == nil {
+		return unknownMirror(c.Name)
+	}
+	if strings.TrimSpace(c.ClusterID) == "" {
+		return fail(kerr.InvalidRequest, "the source cluster ID for mirror %s is empty; the source cluster did not report one", c.Name)
+	}
+	if m.SourceClusterID != "" && m.SourceClusterID != c.ClusterID {
+		return fail(kerr.InconsistentClusterID, "mirror %s mirrors source cluster %s, but its bootstrap servers now lead to cluster %s; fix %s, or if the source was replaced on purpose, stop the mirror's topics and recreate the mirror",
+			c.Name, m.SourceClusterID, c.ClusterID, BootstrapServersKey)
+	}
+	m.SourceClusterID = c.ClusterID
+	return Result{}
+}
+
+func (c StartTopics) apply(s *State) Result {
+	m := s.Mirrors[c.Mirror]
+	if m == nil {
+		return unknownMirror(c.Mirror)
+	}
+	if r, ok := checkPatterns("include", c.AddInclude); !ok {
+		return r
+	}
+	if r, ok := checkPatterns("exclude", c.AddExclude); !ok {
+		return r
+	}
+	names := make([]string, len(c.Topics))
+	for i, t := range c.Topics {
+		names[i] = t.Name
+	}
+	listed := namesListed(names)
+	res := Result{Topics: make([]TopicResult, len(c.Topics))}
+	for i, t := range c.Topics {
+		res.Topics[i] = c.checkTopic(s, t, listed[t.Name])
+	}
+	m.Include = appendUnique(m.Include, c.AddInclude)
+	m.Exclude = appendUnique(m.Exclude, c.AddExclude)
+	for i, t := range c.Topics {
+		if res.Topics[i].ErrorCode != 0 {
+			continue
+		}
+		mt := &MirrorTopic{
+			Name:          t.Name,
+			Mirror:        c.Mirror,
+			Partitions:    t.Partitions,
+			SourceTopicID: t.SourceTopicID,
+			Status:        TopicActive,
+			StartedMs:     c.NowMs,
+			UpdatedMs:     c.NowMs,
+			Unprotected:   t.Unprotected,
+		}
+		if old := s.Topics[t.Name]; old != nil {
+			// A restart: the ACLs recorded are still in the cluster
+			// (or being removed); whoever owns them keeps track.
+			mt.OwnedACLs = slices.Clone(old.OwnedACLs)
+		}
+		s.Topics[t.Name] = mt
+	}
+	return res
+}
+
+func (c StartTopics) checkTopic(s *State, t StartTopic, listed int) TopicResult {
+	if p := nameProblem("topic", t.Name); p != "" {
+		return topicFail(t.Name, kerr.InvalidTopicException, "%s", p)
+	}
+	if listed > 1 {
+		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is listed %d times in the request; list it once", t.Name, listed)
+	}
+	if t.Partitions < 1 {
+		return topicFail(t.Name, kerr.InvalidPartitions, "topic %s has the partition count %d; it must be the source topic's partition count, at least 1", t.Name, t.Partitions)
+	}
+	old := s.Topics[t.Name]
+	switch {
+	case old == nil || old.Status == TopicStopped:
+		return TopicResult{Name: t.Name}
+	case old.Mirror != c.Mirror:
+		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is already %s in mirror %s; a topic belongs to one mirror at a time: stop it there first (kafka-cluster-mirrors --stop --mirror %s --topics %s)",
+			t.Name, old.Status, old.Mirror, old.Mirror, t.Name)
+	case old.Status == TopicPaused:
+		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is paused in mirror %s; resume it with kafka-cluster-mirrors --resume instead of starting it", t.Name, c.Mirror)
+	default:
+		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is already mirrored by mirror %s; nothing to start", t.Name, c.Mirror)
+	}
+}
+
+func (c SetTopicStatus) apply(s *State) Result {
+	m := s.Mirrors[c.Mirror]
+	if m == nil {
+		return unknownMirror(c.Mirror)
+	}
+	if !c.Status.Valid() {
+		return fail(kerr.InvalidRequest, "%d is not a topic status; use %d (resume), %d (pause) or %d (stop)", c.Status, TopicActive, TopicPaused, TopicStopped)
+	}
+	if r, ok := checkPatterns("exclude", c.AddExclude); !ok {
+		return r
+	}
+	listed := namesListed(c.Topics)
+	res := Result{Topics: make([]TopicResult, len(c.Topics))}
+	for i, name := range c.Topics {
+		res.Topics[i] = c.checkTopic(s, name, listed[name])
+	}
+	m.Include = slices.DeleteFunc(slices.Clone(m.Include), func(p string) bool { return slices.Contains(c.RemoveInclude, p) })
+	m.Exclude = appendUnique(m.Exclude, c.AddExclude)
+	for i, name := range c.Topics {
+		if res.Topics[i].ErrorCode != 0 {
+			continue
+		}
+		t := s.Topics[name]
+		t.Status = c.Status
+		t.UpdatedMs = c.NowMs
+	}
+	return res
+}
+
+// checkTopic applies the per-topic rules of DESIGN D16 at the level the FSM
+// knows: Stop accepts active (which covers partitions in FAILED) and paused
+// topics, Pause accepts active ones, Resume paused ones.
+func (c SetTopicStatus) checkTopic(s *State, name string, listed int) TopicResult {
+	t := s.Topics[name]
+	switch {
+	case listed > 1:
+		return topicFail(name, kerr.InvalidRequest, "topic %s is listed %d times in the request; list it once", name, listed)
+	case t == nil:
+		return topicFail(name, kerr.UnknownTopicOrPartition, "topic %s is not a mirror topic; list the topics of mirror %s with kafka-cluster-mirrors --describe --mirror %s", name, c.Mirror, c.Mirror)
+	case t.Mirror != c.Mirror:
+		return topicFail(name, kerr.InvalidRequest, "topic %s belongs to mirror %s, not to mirror %s; give --mirror %s", name, t.Mirror, c.Mirror, t.Mirror)
+	}
+	switch c.Status {
+	case TopicStopped:
+		if t.Status == TopicStopped {
+			return topicFail(name, kerr.InvalidRequest, "topic %s is already stopped; nothing to do", name)
+		}
+	case TopicPaused:
+		switch t.Status {
+		case TopicPaused:
+			return topicFail(name, kerr.InvalidRequest, "topic %s is already paused; resume it with --resume", name)
+		case TopicStopped:
+			return topicFail(name, kerr.InvalidRequest, "topic %s is stopped and cannot be paused; start it again with --start", name)
+		}
+	case TopicActive:
+		switch t.Status {
+		case TopicActive:
+			return topicFail(name, kerr.InvalidRequest, "topic %s is not paused (it is active); only paused topics can be resumed", name)
+		case TopicStopped:
+			return topicFail(name, kerr.InvalidRequest, "topic %s is stopped and cannot be resumed; start it again with --start", name)
+		}
+	}
+	return TopicResult{Name: name}
+}
+
+func unknownTopic(name string) Result {
+	return fail(kerr.UnknownTopicOrPartition, "topic %s is not a mirror topic", name)
+}
+
+func (c RecordACLs) apply(s *State) Result {
+	t := s.Topics[c.Topic]
+	if t == nil {
+		return unknownTopic(c.Topic)
+	}
+	for i, a := range c.ACLs {
+		if a.ResourceName == "" || a.Principal == "" {
+			return fail(kerr.InvalidRequest, "ACL #%d for topic %s has no resource name or principal", i+1, c.Topic)
+		}
+	}
+	t.OwnedACLs = slices.Clone(c.ACLs)
+	return Result{}
+}
+
+func (c SetUnprotected) apply(s *State) Result {
+	t := s.Topics[c.Topic]
+	if t == nil {
+		return unknownTopic(c.Topic)
+	}
+	t.Unprotected = c.Unprotected
+	return Result{}
+}
+
+func (c RegisterSidecar) apply(s *State) Result {
+	if c.ID < 0 {
+		return fail(kerr.InvalidRequest, "sidecar ID %d is negative; it is the broker ID of the sidecar's broker", c.ID)
+	}
+	if strings.TrimSpace(c.RaftAddr) == "" {
+		return fail(kerr.InvalidRequest, "sidecar %d registered no raft address", c.ID)
+	}
+	s.Sidecars[c.ID] = &SidecarInfo{ID: c.ID, RaftAddr: c.RaftAddr, AdminAddr: c.AdminAddr, Version: c.Version}
+	return Result{}
+}

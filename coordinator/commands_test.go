@@ -1,0 +1,105 @@
+package coordinator
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// allCommands has one filled-in command of every type.
+func allCommands() []Command {
+	return []Command{
+		CreateMirror{Name: "m", Config: map[string]string{BootstrapServersKey: "h:9092", "sasl.mechanism": "PLAIN"},
+			SourceClusterID: "abc", Include: []string{"a.*"}, Exclude: []string{"^x$"}, NowMs: 17},
+		DeleteMirror{Name: "m"},
+		AlterMirrorConfig{Name: "m", Set: map[string]string{"k": "v"}, Delete: []string{"d"}, NowMs: 18},
+		SetSourceClusterID{Name: "m", ClusterID: "abc"},
+		StartTopics{Mirror: "m", Topics: []StartTopic{{Name: "t", Partitions: 3, SourceTopicID: [16]byte{1, 2, 255}, Unprotected: true}},
+			AddInclude: []string{"t.*"}, AddExclude: []string{"u"}, NowMs: 19},
+		SetTopicStatus{Mirror: "m", Topics: []string{"t"}, Status: TopicStopped, NowMs: 20, AddExclude: []string{"^t$"}, RemoveInclude: []string{"t.*"}},
+		RecordACLs{Topic: "t", ACLs: []ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:*", Host: "*", Operation: 4, Permission: 2}}},
+		SetUnprotected{Topic: "t", Unprotected: true},
+		RegisterSidecar{ID: 3, RaftAddr: "h:9192", AdminAddr: "h:9191", Version: "v1"},
+	}
+}
+
+func TestCommandRoundTrip(t *testing.T) {
+	seen := map[CommandType]bool{}
+	for _, c := range allCommands() {
+		t.Run(c.Type().String(), func(t *testing.T) {
+			b := mustEncode(t, c)
+			if b[0] != byte(c.Type()) || b[1] != 1 {
+				t.Fatalf("header = %d %d, want type %d version 1", b[0], b[1], c.Type())
+			}
+			got, err := DecodeCommand(b)
+			if err != nil {
+				t.Fatalf("DecodeCommand: %v", err)
+			}
+			if !reflect.DeepEqual(got, c) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, c)
+			}
+		})
+		seen[c.Type()] = true
+	}
+	for ct := range codecs {
+		if !seen[ct] {
+			t.Errorf("command type %s has no round-trip case", ct)
+		}
+	}
+}
+
+func TestDecodeCommandErrors(t *testing.T) {
+	valid := mustEncode(t, DeleteMirror{Name: "m"})
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want error
+		code int16 // the Result code applyCommand gives
+	}{
+		{"empty", nil, ErrMalformedCommand, kerr.InvalidRequest.Code},
+		{"type only", []byte{byte(CmdDeleteMirror)}, ErrMalformedCommand, kerr.InvalidRequest.Code},
+		{"unknown type", []byte{0xEE, 1, '{', '}'}, ErrUnknownCommand, kerr.UnsupportedVersion.Code},
+		{"type zero", []byte{0, 1, '{', '}'}, ErrUnknownCommand, kerr.UnsupportedVersion.Code},
+		{"unknown version", append([]byte{byte(CmdDeleteMirror), 2}, valid[2:]...), ErrUnknownCommand, kerr.UnsupportedVersion.Code},
+		{"no body", []byte{byte(CmdDeleteMirror), 1}, ErrMalformedCommand, kerr.InvalidRequest.Code},
+		{"not JSON", []byte{byte(CmdDeleteMirror), 1, 'x'}, ErrMalformedCommand, kerr.InvalidRequest.Code},
+		{"unknown field", []byte("\x02\x01{\"name\":\"m\",\"force\":true}"), ErrMalformedCommand, kerr.InvalidRequest.Code},
+		{"trailing data", append(append([]byte(nil), valid...), '{', '}'), ErrMalformedCommand, kerr.InvalidRequest.Code},
+		{"wrong field type", []byte("\x02\x01{\"name\":5}"), ErrMalformedCommand, kerr.InvalidRequest.Code},
+		{"array body", []byte("\x02\x01[]"), ErrMalformedCommand, kerr.InvalidRequest.Code},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := DecodeCommand(tc.in)
+			if !errors.Is(err, tc.want) || c != nil {
+				t.Fatalf("DecodeCommand = %v, %v; want nil, %v", c, err, tc.want)
+			}
+			s := fixtureState(t)
+			before := s.Clone()
+			res := applyCommand(s, tc.in)
+			if res.ErrorCode != tc.code || res.ErrorMessage == "" {
+				t.Fatalf("applyCommand = %+v, want code %d with a message", res, tc.code)
+			}
+			if !reflect.DeepEqual(s, before) {
+				t.Fatal("state changed")
+			}
+		})
+	}
+}
+
+func TestEncodeCommandNil(t *testing.T) {
+	if _, err := EncodeCommand(nil); !errors.Is(err, ErrMalformedCommand) {
+		t.Fatalf("EncodeCommand(nil) = %v", err)
+	}
+}
+
+func TestResultErr(t *testing.T) {
+	if err := (Result{}).Err(); err != nil {
+		t.Fatalf("success Err() = %v", err)
+	}
+	err := Result{ErrorCode: kerr.ResourceNotFound.Code, ErrorMessage: "mirror x does not exist"}.Err()
+	if !errors.Is(err, kerr.ResourceNotFound) {
+		t.Fatalf("Err() = %v, want kerr.ResourceNotFound", err)
+	}
+}

@@ -1,0 +1,374 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Destination does the admin work mirror operations need on the
+// destination cluster: mirror topics with the configs of DESIGN D3, and the
+// read-only ACLs of D4. It talks to the cluster with the sidecar's super-user
+// client.
+type Destination struct {
+	cl *kgo.Client
+	// allowEveryone is the operator's statement of the brokers'
+	// allow.everyone.if.no.acl.found: "auto", "true" or "false".
+	allowEveryone string
+}
+
+// NewDestination returns a Destination using cl. allowEveryone is "auto"
+// (read the broker configuration), "true" or "false".
+func NewDestination(cl *kgo.Client, allowEveryone string) *Destination {
+	if allowEveryone == "" {
+		allowEveryone = "auto"
+	}
+	return &Destination{cl: cl, allowEveryone: allowEveryone}
+}
+
+// maxTimestampDiff is Long.MAX_VALUE: mirrored records keep their source
+// timestamps however old or new they are.
+const maxTimestampDiff = "9223372036854775807"
+
+// topicConfigsNotCopied are source topic configs that never reach the
+// destination: replication throttles and placement are the destination's
+// own business, and the rest are forced by mirrorTopicConfigs.
+var topicConfigsNotCopied = map[string]bool{
+	"follower.replication.throttled.replicas": true,
+	"leader.replication.throttled.replicas":   true,
+	"min.insync.replicas":                     true,
+	"unclean.leader.election.enable":          true,
+	"confluent.placement.constraints":         true,
+	"message.downconversion.enable":           true,
+	"remote.storage.enable":                   true,
+	"local.retention.ms":                      true,
+	"local.retention.bytes":                   true,
+}
+
+// MirrorTopicConfigs returns the configs a destination mirror topic is
+// created with: the source's topic-level overrides (dynamic topic configs),
+// less the ones never copied, plus the forced values of DESIGN D3 that let
+// batches be appended untouched: compression.type=producer (any other value
+// makes the broker recompress), CreateTime timestamps accepted whatever their
+// age, and max.message.bytes at least the source's.
+func MirrorTopicConfigs(sourceOverrides map[string]string, sourceMaxMessageBytes int64) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range sourceOverrides {
+		if !topicConfigsNotCopied[k] {
+			out[k] = &v
+		}
+	}
+	forced := map[string]string{
+		"compression.type":                "producer",
+		"message.timestamp.type":          "CreateTime",
+		"message.timestamp.before.max.ms": maxTimestampDiff,
+		"message.timestamp.after.max.ms":  maxTimestampDiff,
+	}
+	if sourceMaxMessageBytes > 0 {
+		forced["max.message.bytes"] = strconv.FormatInt(sourceMaxMessageBytes, 10)
+	}
+	for k, v := range forced {
+		out[k] = &v
+	}
+	return out
+}
+
+// ExistingTopic describes a destination topic found where a mirror topic is
+// to be created.
+type ExistingTopic struct {
+	Partitions int32
+	Empty      bool // every partition's log end offset is 0
+}
+
+// DescribeTopic returns the destination topic's partition count and whether
+// it is empty, or nil when it does not exist.
+func (d *Destination) DescribeTopic(ctx context.Context, topic string) (*ExistingTopic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, d.cl)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: %w", topic, err)
+	}
+	if len(resp.Topics) != 1 {
+		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: %d topics in response", topic, len(resp.Topics))
+	}
+	mt := resp.Topics[0]
+	if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: %w", topic, err)
+	}
+	ex := &ExistingTopic{Partitions: int32(len(mt.Partitions)), Empty: true}
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for _, p := range mt.Partitions {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition = p.Partition
+		lp.Timestamp = -1
+		lp.CurrentLeaderEpoch = -1
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	lo.Topics = append(lo.Topics, lt)
+	for _, shard := range d.cl.RequestSharded(ctx, lo) {
+		if shard.Err != nil {
+			return nil, fmt.Errorf("coordinator: end offsets of destination topic %s: %w", topic, shard.Err)
+		}
+		for _, t := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, fmt.Errorf("coordinator: end offset of destination partition %s-%d: %w", topic, p.Partition, err)
+				}
+				if p.Offset > 0 {
+					ex.Empty = false
+				}
+			}
+		}
+	}
+	return ex, nil
+}
+
+// CreateTopic creates a mirror topic. replicationFactor -1 takes the
+// destination's default.
+func (d *Destination) CreateTopic(ctx context.Context, topic string, partitions int32, replicationFactor int16, configs map[string]*string) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30_000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = topic
+	rt.NumPartitions = partitions
+	rt.ReplicationFactor = replicationFactor
+	for _, k := range sortedKeys(configs) {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name = k
+		c.Value = configs[k]
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, d.cl)
+	if err != nil {
+		return fmt.Errorf("coordinator: create destination topic %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			msg := ""
+			if t.ErrorMessage != nil {
+				msg = ": " + *t.ErrorMessage
+			}
+			return fmt.Errorf("coordinator: create destination topic %s: %w%s", topic, err, msg)
+		}
+	}
+	return nil
+}
+
+// The Kafka protocol codes of the ACLs the sidecars manage.
+const (
+	aclResourceTopic  int8 = 2
+	aclPatternAny     int8 = 1
+	aclPatternMatch   int8 = 4
+	aclPatternLiteral int8 = 3
+	aclOperationAll   int8 = 2
+	aclOperationWrite int8 = 4
+	aclOperationAny   int8 = 1
+	aclPermissionAny  int8 = 1
+	aclPermissionDeny int8 = 2
+	aclPermAllow      int8 = 3
+	everyone               = "User:*"
+)
+
+// ErrNoAuthorizer is returned when the destination brokers run without an
+// authorizer, so read-only mirror topics cannot be enforced.
+var ErrNoAuthorizer = errors.New("coordinator: the destination cluster has no authorizer, so mirror topics cannot be made read-only; " +
+	"enable one on the brokers (authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer) " +
+	"or set mirror.readonly.enforcement=none on the mirror to mirror without protection")
+
+// topicACLs returns every ACL that applies to topic: literal, prefixed and
+// wildcard ones (pattern type MATCH). ErrNoAuthorizer when there is no
+// authorizer.
+func (d *Destination) topicACLs(ctx context.Context, topic string) ([]ACL, error) {
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType = kmsg.ACLResourceType(aclResourceTopic)
+	req.ResourceName = kmsg.StringPtr(topic)
+	req.ResourcePatternType = kmsg.ACLResourcePatternType(aclPatternMatch)
+	req.Operation = kmsg.ACLOperation(aclOperationAny)
+	req.PermissionType = kmsg.ACLPermissionType(aclPermissionAny)
+	resp, err := req.RequestWith(ctx, d.cl)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: describe ACLs of %s: %w", topic, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if errors.Is(err, kerr.SecurityDisabled) {
+			return nil, ErrNoAuthorizer
+		}
+		return nil, fmt.Errorf("coordinator: describe ACLs of %s: %w", topic, err)
+	}
+	var out []ACL
+	for _, r := range resp.Resources {
+		for _, a := range r.ACLs {
+			out = append(out, ACL{
+				ResourceType: int8(r.ResourceType), ResourceName: r.ResourceName, PatternType: int8(r.ResourcePatternType),
+				Principal: a.Principal, Host: a.Host, Operation: int8(a.Operation), Permission: int8(a.PermissionType),
+			})
+		}
+	}
+	return out, nil
+}
+
+// allowsEveryone reports whether the brokers let everyone do everything on
+// resources without ACLs (allow.everyone.if.no.acl.found). Kafka hides the
+// value of that setting in DescribeConfigs, so only its absence (false) can
+// be read; when it is set, the operator must state it in the sidecar
+// configuration.
+func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
+	switch d.allowEveryone {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType = kmsg.ConfigResourceTypeBroker
+	r.ResourceName = "" // any broker: the static setting is the same on all
+	r.ConfigNames = []string{"allow.everyone.if.no.acl.found"}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, d.cl)
+	if err != nil {
+		return false, fmt.Errorf("coordinator: describe broker configs: %w", err)
+	}
+	for _, res := range resp.Resources {
+		if err := kerr.ErrorForCode(res.ErrorCode); err != nil {
+			return false, fmt.Errorf("coordinator: describe broker configs: %w", err)
+		}
+		for _, c := range res.Configs {
+			if c.Name != "allow.everyone.if.no.acl.found" {
+				continue
+			}
+			if c.Value != nil {
+				return strings.EqualFold(strings.TrimSpace(*c.Value), "true"), nil
+			}
+			return false, errors.New("coordinator: the destination brokers set allow.everyone.if.no.acl.found but Kafka hides its value; " +
+				"state it in every sidecar's configuration with readonly.allow.everyone.if.no.acl.found=true or =false")
+		}
+	}
+	return false, nil
+}
+
+// Protect makes topic read-only for everyone but super users: a DENY WRITE
+// ACL for User:*, and, when the brokers allow everyone on resources without
+// ACLs and no other ACL applies to the topic, an ALLOW ALL for User:* beside
+// it, so that consumers keep the access they had (DESIGN D4). It returns the
+// ACLs it created, which the controller records as the sidecars' own.
+func (d *Destination) Protect(ctx context.Context, topic string) ([]ACL, error) {
+	existing, err := d.topicACLs(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	deny := ACL{ResourceType: aclResourceTopic, ResourceName: topic, PatternType: aclPatternLiteral,
+		Principal: everyone, Host: "*", Operation: aclOperationWrite, Permission: aclPermissionDeny}
+	allow := deny
+	allow.Operation, allow.Permission = aclOperationAll, aclPermAllow
+	want := []ACL{deny}
+	others := 0
+	for _, a := range existing {
+		if a != deny && a != allow {
+			others++
+		}
+	}
+	if others == 0 {
+		everyoneAllowed, err := d.allowsEveryone(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if everyoneAllowed {
+			want = append(want, allow)
+		}
+	}
+	if err := d.createACLs(ctx, want); err != nil {
+		return nil, err
+	}
+	return want, nil
+}
+
+// CheckAuthorizer returns ErrNoAuthorizer when the destination has none.
+func (d *Destination) CheckAuthorizer(ctx context.Context, topic string) error {
+	_, err := d.topicACLs(ctx, topic)
+	return err
+}
+
+func (d *Destination) createACLs(ctx context.Context, acls []ACL) error {
+	req := kmsg.NewPtrCreateACLsRequest()
+	for _, a := range acls {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType = kmsg.ACLResourceType(a.ResourceType)
+		c.ResourceName = a.ResourceName
+		c.ResourcePatternType = kmsg.ACLResourcePatternType(a.PatternType)
+		c.Principal = a.Principal
+		c.Host = a.Host
+		c.Operation = kmsg.ACLOperation(a.Operation)
+		c.PermissionType = kmsg.ACLPermissionType(a.Permission)
+		req.Creations = append(req.Creations, c)
+	}
+	resp, err := req.RequestWith(ctx, d.cl)
+	if err != nil {
+		return fmt.Errorf("coordinator: create ACLs: %w", err)
+	}
+	for _, r := range resp.Results {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			if errors.Is(err, kerr.SecurityDisabled) {
+				return ErrNoAuthorizer
+			}
+			msg := ""
+			if r.ErrorMessage != nil {
+				msg = ": " + *r.ErrorMessage
+			}
+			return fmt.Errorf("coordinator: create ACLs: %w%s", err, msg)
+		}
+	}
+	return nil
+}
+
+// Unprotect deletes exactly the given ACLs (the ones Protect created).
+func (d *Destination) Unprotect(ctx context.Context, acls []ACL) error {
+	if len(acls) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrDeleteACLsRequest()
+	for _, a := range acls {
+		f := kmsg.NewDeleteACLsRequestFilter()
+		f.ResourceType = kmsg.ACLResourceType(a.ResourceType)
+		f.ResourceName = kmsg.StringPtr(a.ResourceName)
+		f.ResourcePatternType = kmsg.ACLResourcePatternType(a.PatternType)
+		f.Principal = kmsg.StringPtr(a.Principal)
+		f.Host = kmsg.StringPtr(a.Host)
+		f.Operation = kmsg.ACLOperation(a.Operation)
+		f.PermissionType = kmsg.ACLPermissionType(a.Permission)
+		req.Filters = append(req.Filters, f)
+	}
+	resp, err := req.RequestWith(ctx, d.cl)
+	if err != nil {
+		return fmt.Errorf("coordinator: delete ACLs: %w", err)
+	}
+	for _, r := range resp.Results {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return fmt.Errorf("coordinator: delete ACLs: %w", err)
+		}
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order, so requests are deterministic.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

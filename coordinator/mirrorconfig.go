@@ -1,0 +1,106 @@
+package coordinator
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Keys of a mirror's own settings; every other key of a mirror config is a
+// Kafka client property for the source cluster, checked by the SourceDialer.
+const (
+	// ReadOnlyEnforcementKey is mirror.readonly.enforcement: "acl" (the
+	// default: DENY WRITE ACLs, DESIGN D4) or "none" (no protection).
+	ReadOnlyEnforcementKey = "mirror.readonly.enforcement"
+	// ReplicationFactorKey is mirror.topic.replication.factor: the
+	// replication factor of created mirror topics; -1 (the default) takes the
+	// destination's default.replication.factor.
+	ReplicationFactorKey = "mirror.topic.replication.factor"
+	// RefreshIntervalKey is mirror.metadata.refresh.interval.ms: how often
+	// metadata is synchronised and new topics discovered (default 30000).
+	RefreshIntervalKey = "mirror.metadata.refresh.interval.ms"
+)
+
+// mirrorKeys describes the mirror.* keys: default and a check of the value.
+var mirrorKeys = map[string]struct {
+	def   string
+	check func(string) error
+}{
+	ReadOnlyEnforcementKey: {"acl", func(v string) error {
+		if v != "acl" && v != "none" {
+			return fmt.Errorf("%q is not supported (expected acl or none)", v)
+		}
+		return nil
+	}},
+	ReplicationFactorKey: {"-1", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n == 0 || n < -1 || n > 32767 {
+			return fmt.Errorf("%q is not a replication factor (expected -1 for the destination's default, or 1 to 32767)", v)
+		}
+		return nil
+	}},
+	RefreshIntervalKey: {"30000", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1000 {
+			return fmt.Errorf("%q is not an interval in milliseconds >= 1000", v)
+		}
+		return nil
+	}},
+	IncludeKey: {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+	ExcludeKey: {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+}
+
+// checkMirrorKeys validates the mirror.* keys of a mirror config and refuses
+// unknown ones.
+func checkMirrorKeys(config map[string]string) error {
+	for _, k := range sortedKeys(config) {
+		if !strings.HasPrefix(k, "mirror.") {
+			continue
+		}
+		spec, ok := mirrorKeys[k]
+		if !ok {
+			return fmt.Errorf("unknown mirror config key %q (known: %s)", k, strings.Join(sortedKeys(mirrorKeys), ", "))
+		}
+		if err := spec.check(config[k]); err != nil {
+			return fmt.Errorf("mirror config %s: %v", k, err)
+		}
+	}
+	return nil
+}
+
+// mirrorSetting returns a mirror.* setting or its default.
+func mirrorSetting(m *Mirror, key string) string {
+	if v, ok := m.Config[key]; ok {
+		return v
+	}
+	return mirrorKeys[key].def
+}
+
+// SplitPatterns splits a comma-separated pattern list, dropping blanks.
+func SplitPatterns(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// IsSecretKey reports whether a config key holds a secret, whose value is
+// never shown.
+func IsSecretKey(key string) bool {
+	return strings.Contains(key, "password") || strings.Contains(key, "jaas.config") || strings.HasSuffix(key, "keystore.key")
+}
+
+// sourceConfig returns the part of a mirror config that the SourceDialer
+// gets: everything but the mirror.* keys.
+func sourceConfig(config map[string]string) map[string]string {
+	out := make(map[string]string, len(config))
+	for k, v := range config {
+		if !strings.HasPrefix(k, "mirror.") {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,267 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// createMirror handles CreateClusterMirror: it validates the name and the
+// config, asks the source for its cluster ID (an unreachable source is
+// refused, so a typo in bootstrap.servers shows at once) and stores the
+// mirror through raft.
+func (s *Service) createMirror(ctx context.Context, r *protocol.CreateClusterMirrorRequest) protocol.Response {
+	resp := &protocol.CreateClusterMirrorResponse{}
+	fail := func(code int16, format string, args ...any) protocol.Response {
+		resp.ErrorCode, resp.ErrorMessage = code, strPtr(fmt.Sprintf(format, args...))
+		return resp
+	}
+	if err := ValidateMirrorName(r.MirrorName); err != nil {
+		return fail(kerr.InvalidRequest.Code, "%v", err)
+	}
+	config := map[string]string{}
+	for _, c := range r.Config {
+		if c.Value != nil {
+			config[c.Name] = *c.Value
+		}
+	}
+	if strings.TrimSpace(config[BootstrapServersKey]) == "" {
+		return fail(kerr.InvalidConfig.Code, "the mirror config has no bootstrap.servers: set it to the source cluster's bootstrap servers (host:port,...)")
+	}
+	if err := checkMirrorKeys(config); err != nil {
+		return fail(kerr.InvalidConfig.Code, "%v", err)
+	}
+	include, exclude := SplitPatterns(config[IncludeKey]), SplitPatterns(config[ExcludeKey])
+	delete(config, IncludeKey)
+	delete(config, ExcludeKey)
+	exists := false
+	s.cfg.Node.FSM().Read(func(st *State) { _, exists = st.Mirrors[r.MirrorName] })
+	if exists {
+		return fail(kerr.InvalidRequest.Code, "mirror %s already exists: choose another name, or delete it first", r.MirrorName)
+	}
+	src, err := s.sourceClient(sourceConfig(config))
+	if err != nil {
+		return fail(kerr.InvalidConfig.Code, "mirror config: %v", err)
+	}
+	defer src.Close()
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	clusterID, err := sourceClusterID(sctx, src)
+	if err != nil {
+		return fail(kerr.InvalidConfig.Code, "cannot reach the source cluster at %s: %v (check bootstrap.servers and the security settings of the mirror config)",
+			config[BootstrapServersKey], err)
+	}
+	res, err := s.apply(ctx, CreateMirror{Name: r.MirrorName, Config: config, SourceClusterID: clusterID,
+		Include: include, Exclude: exclude, NowMs: s.cfg.Now().UnixMilli()})
+	if err != nil {
+		return fail(kerr.UnknownServerError.Code, "%v", err)
+	}
+	if res.ErrorCode != 0 {
+		return fail(res.ErrorCode, "%s", res.ErrorMessage)
+	}
+	s.log.Info("created mirror", zap.String("mirror", r.MirrorName), zap.String("source-cluster-id", clusterID))
+	s.Kick()
+	return resp
+}
+
+// listMirrors handles ListClusterMirrors from the controller state.
+func (s *Service) listMirrors(*protocol.ListClusterMirrorsRequest) protocol.Response {
+	resp := &protocol.ListClusterMirrorsResponse{}
+	st := s.state()
+	for _, name := range st.MirrorNames() {
+		m := st.Mirrors[name]
+		resp.Mirrors = append(resp.Mirrors, protocol.ListedMirror{
+			MirrorName:      name,
+			SourceBootstrap: m.Config[BootstrapServersKey],
+			SourceClusterId: m.SourceClusterID,
+			TopicCount:      int32(len(st.TopicsOf(name))),
+		})
+	}
+	return resp
+}
+
+// describeLocal handles DescribeLocalPartitions: the rows of the partitions
+// this sidecar's data plane drives.
+func (s *Service) describeLocal(r *protocol.DescribeLocalPartitionsRequest) protocol.Response {
+	return &protocol.DescribeLocalPartitionsResponse{Mirrors: s.localRows(r.MirrorNames)}
+}
+
+// localRows groups the data plane's partition statuses by mirror and topic.
+func (s *Service) localRows(mirrors []string) []protocol.DescribedMirror {
+	byMirror := map[string]map[string][]protocol.PartitionDetail{}
+	for _, ps := range s.cfg.DataPlane.Status() {
+		if len(mirrors) > 0 && !slices.Contains(mirrors, ps.Mirror) {
+			continue
+		}
+		if byMirror[ps.Mirror] == nil {
+			byMirror[ps.Mirror] = map[string][]protocol.PartitionDetail{}
+		}
+		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], s.detail(ps))
+	}
+	var out []protocol.DescribedMirror
+	for _, m := range sortedKeys(byMirror) {
+		var dm protocol.DescribedMirror
+		dm.Default()
+		dm.MirrorName = m
+		for _, t := range sortedKeys(byMirror[m]) {
+			dm.Topics = append(dm.Topics, protocol.DescribedTopic{TopicName: t, Partitions: byMirror[m][t]})
+		}
+		out = append(out, dm)
+	}
+	return out
+}
+
+// detail turns a data plane status into a describe row.
+func (s *Service) detail(ps fetcher.PartitionStatus) protocol.PartitionDetail {
+	d := protocol.PartitionDetail{}
+	d.Default()
+	d.PartitionIndex = ps.Partition.Partition
+	d.SourceOffset = ps.SourceHighWatermark
+	d.DestinationOffset = ps.DestinationLogEndOffset
+	d.Lag = ps.Lag
+	d.State = ps.State.String()
+	d.OwnerBrokerId = s.cfg.BrokerID
+	if ps.LastError != "" {
+		d.LastError = strPtr(ps.LastError)
+	}
+	return d
+}
+
+// describeMirrors handles DescribeClusterMirrors: it asks every sidecar for
+// the partitions it drives and merges their rows with the controller state,
+// so that every partition of every mirror topic has a row.
+func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClusterMirrorsRequest) protocol.Response {
+	resp := &protocol.DescribeClusterMirrorsResponse{}
+	st := s.state()
+	names := r.MirrorNames
+	if len(names) == 0 {
+		names = st.MirrorNames()
+	}
+	rows, unreachable := s.gatherRows(ctx, names, st)
+	for _, name := range names {
+		var dm protocol.DescribedMirror
+		dm.Default()
+		dm.MirrorName = name
+		m, ok := st.Mirrors[name]
+		if !ok {
+			dm.ErrorCode = kerr.ResourceNotFound.Code
+			dm.ErrorMessage = strPtr(fmt.Sprintf("mirror %s does not exist", name))
+			resp.Mirrors = append(resp.Mirrors, dm)
+			continue
+		}
+		dm.SourceClusterId = m.SourceClusterID
+		dm.SourceBootstrap = m.Config[BootstrapServersKey]
+		for _, k := range sortedKeys(m.Config) {
+			v := m.Config[k]
+			if IsSecretKey(k) {
+				v = "[hidden]"
+			}
+			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: k, Value: strPtr(v)})
+		}
+		if len(m.Include) > 0 {
+			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: IncludeKey, Value: strPtr(strings.Join(m.Include, ","))})
+		}
+		if len(m.Exclude) > 0 {
+			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: ExcludeKey, Value: strPtr(strings.Join(m.Exclude, ","))})
+		}
+		for _, t := range st.TopicsOf(name) {
+			dt := protocol.DescribedTopic{TopicName: t.Name}
+			for p := range t.Partitions {
+				key := fetcher.Partition{Mirror: name, Topic: t.Name, Partition: p}
+				d, ok := rows[key]
+				if !ok || t.Status != TopicActive {
+					d = protocol.PartitionDetail{}
+					d.Default()
+					d.PartitionIndex = p
+					switch t.Status {
+					case TopicPaused:
+						d.State = fetcher.StatePaused.String()
+					case TopicStopped:
+						d.State = fetcher.StateStopped.String()
+					default:
+						d.State = fetcher.StateUnknown.String()
+						if len(unreachable) > 0 {
+							d.LastError = strPtr("no sidecar reports this partition; unreachable sidecars: " + strings.Join(unreachable, ", "))
+						}
+					}
+				}
+				dt.Partitions = append(dt.Partitions, d)
+			}
+			dm.Topics = append(dm.Topics, dt)
+		}
+		resp.Mirrors = append(resp.Mirrors, dm)
+	}
+	return resp
+}
+
+// gatherRows collects the describe rows of every sidecar, itself included,
+// in parallel. When two sidecars report one partition (leadership moving),
+// the row further ahead wins. It also returns the sidecars it could not
+// ask.
+func (s *Service) gatherRows(ctx context.Context, mirrors []string, st *State) (map[fetcher.Partition]protocol.PartitionDetail, []string) {
+	type answer struct {
+		id      int32
+		addr    string
+		mirrors []protocol.DescribedMirror
+		err     error
+	}
+	answers := make(chan answer, len(st.Sidecars)+1)
+	var wg sync.WaitGroup
+	askedSelf := false
+	for id, sc := range st.Sidecars {
+		if id == s.cfg.BrokerID {
+			askedSelf = true
+			answers <- answer{id: id, mirrors: s.localRows(mirrors)}
+			continue
+		}
+		wg.Add(1)
+		go func() { // bounded by the request's context
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			resp, err := s.cfg.Peers.Do(cctx, sc.AdminAddr, &protocol.DescribeLocalPartitionsRequest{MirrorNames: mirrors})
+			a := answer{id: id, addr: sc.AdminAddr, err: err}
+			if err == nil {
+				a.mirrors = resp.(*protocol.DescribeLocalPartitionsResponse).Mirrors
+			}
+			answers <- a
+		}()
+	}
+	if !askedSelf {
+		answers <- answer{id: s.cfg.BrokerID, mirrors: s.localRows(mirrors)}
+	}
+	wg.Wait()
+	close(answers)
+	rows := map[fetcher.Partition]protocol.PartitionDetail{}
+	var unreachable []string
+	for a := range answers {
+		if a.err != nil {
+			s.log.Warn("describe: sidecar did not answer", zap.Int32("broker-id", a.id), zap.String("admin-address", a.addr), zap.Error(a.err))
+			unreachable = append(unreachable, strconv.Itoa(int(a.id)))
+			continue
+		}
+		for _, m := range a.mirrors {
+			for _, t := range m.Topics {
+				for _, d := range t.Partitions {
+					key := fetcher.Partition{Mirror: m.MirrorName, Topic: t.TopicName, Partition: d.PartitionIndex}
+					if prev, ok := rows[key]; ok && prev.DestinationOffset >= d.DestinationOffset {
+						continue
+					}
+					rows[key] = d
+				}
+			}
+		}
+	}
+	slices.Sort(unreachable)
+	return rows, unreachable
+}

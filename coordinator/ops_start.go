@@ -1,0 +1,210 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// startTopics handles StartMirrorTopics (KIP-1279 §4.2, DESIGN D16): it
+// expands the given names and regexes against the source's topics, creates
+// each destination topic with the source's partition count and the configs
+// of D3 (or accepts an existing empty one with the same partition count),
+// makes it read-only (D4), and assigns it to the mirror through raft.
+// Every topic gets its own result; one bad topic does not fail the others.
+func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopicsRequest) protocol.Response {
+	resp := &protocol.StartMirrorTopicsResponse{MirrorName: r.MirrorName}
+	fail := func(code int16, format string, args ...any) protocol.Response {
+		resp.ErrorCode, resp.ErrorMessage = code, strPtr(fmt.Sprintf(format, args...))
+		return resp
+	}
+	st := s.state()
+	m, ok := st.Mirrors[r.MirrorName]
+	if !ok {
+		return fail(kerr.ResourceNotFound.Code, "mirror %s does not exist: create it first with --create", r.MirrorName)
+	}
+	patterns := append([]string(nil), r.TopicPatterns...)
+	for _, t := range r.Topics {
+		patterns = append(patterns, t.TopicName)
+	}
+	if len(patterns) == 0 {
+		return fail(kerr.InvalidRequest.Code, "no topics given: name the topics to start (names or regexes)")
+	}
+	for _, p := range append(append([]string(nil), patterns...), r.ExcludePatterns...) {
+		if _, err := compilePatterns([]string{p}); err != nil {
+			return fail(kerr.InvalidRequest.Code, "%v", err)
+		}
+	}
+	unprotected := mirrorSetting(m, ReadOnlyEnforcementKey) == "none"
+	rf, _ := strconv.Atoi(mirrorSetting(m, ReplicationFactorKey))
+
+	src, err := s.sourceClient(sourceConfig(m.Config))
+	if err != nil {
+		return fail(kerr.InvalidConfig.Code, "mirror %s config: %v", m.Name, err)
+	}
+	defer src.Close()
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	topics, err := sourceTopics(sctx, src)
+	if err != nil {
+		return fail(kerr.BrokerNotAvailable.Code, "cannot list the topics of the source cluster at %s: %v", m.Config[BootstrapServersKey], err)
+	}
+	matched, missing, err := expandTopics(topics, patterns, r.ExcludePatterns)
+	if err != nil {
+		return fail(kerr.InvalidRequest.Code, "%v", err)
+	}
+	if len(matched) == 0 && len(missing) == 0 {
+		return fail(kerr.InvalidRequest.Code, "no source topic matches %s (after excluding %s)",
+			strings.Join(patterns, ","), strings.Join(r.ExcludePatterns, ","))
+	}
+	if !unprotected && len(matched) > 0 {
+		if err := s.cfg.Destination.CheckAuthorizer(ctx, matched[0].Name); err != nil {
+			if errors.Is(err, ErrNoAuthorizer) {
+				return fail(kerr.SecurityDisabled.Code, "%v", err)
+			}
+			return fail(kerr.UnknownServerError.Code, "%v", err)
+		}
+	}
+
+	results := map[string]protocol.MirrorTopicResult{}
+	order := make([]string, 0, len(matched)+len(missing))
+	var start []StartTopic
+	owned := map[string][]ACL{}
+	for _, t := range matched {
+		order = append(order, t.Name)
+		if err := s.prepareTopic(ctx, st, m, src, t, int16(rf), unprotected, owned); err != nil {
+			results[t.Name] = topicError(t.Name, err)
+			continue
+		}
+		start = append(start, StartTopic{Name: t.Name, Partitions: t.Partitions, SourceTopicID: t.ID, Unprotected: unprotected})
+	}
+	for _, name := range missing {
+		order = append(order, name)
+		results[name] = topicResult(name, kerr.UnknownTopicOrPartition.Code,
+			fmt.Sprintf("topic %s does not exist on the source cluster %s", name, m.SourceClusterID))
+	}
+	if len(start) > 0 {
+		res, err := s.apply(ctx, StartTopics{Mirror: m.Name, Topics: start, AddInclude: r.IncludePatterns,
+			AddExclude: r.ExcludePatterns, NowMs: s.cfg.Now().UnixMilli()})
+		if err == nil && res.ErrorCode != 0 {
+			err = res.Err()
+		}
+		if err != nil {
+			s.undoACLs(ctx, owned)
+			return fail(kerr.UnknownServerError.Code, "%v", err)
+		}
+		for _, tr := range res.Topics {
+			results[tr.Name] = topicResult(tr.Name, tr.ErrorCode, tr.ErrorMessage)
+			acls := owned[tr.Name]
+			if tr.ErrorCode != 0 {
+				s.undoACLs(ctx, map[string][]ACL{tr.Name: acls})
+				continue
+			}
+			if len(acls) > 0 {
+				if _, err := s.apply(ctx, RecordACLs{Topic: tr.Name, ACLs: acls}); err != nil {
+					s.log.Error("could not record the read-only ACLs of a mirror topic", zap.String("topic", tr.Name), zap.Error(err))
+				}
+			}
+			s.log.Info("started mirror topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name))
+		}
+	}
+	for _, name := range order {
+		resp.Topics = append(resp.Topics, results[name])
+	}
+	s.Kick()
+	return resp
+}
+
+// prepareTopic checks one topic against the controller state and the
+// destination, creates the destination topic when absent and protects it.
+// ACLs it creates are added to owned.
+func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool, owned map[string][]ACL) error {
+	if cur, ok := st.Topics[t.Name]; ok && cur.Status != TopicStopped {
+		if cur.Mirror != m.Name {
+			return topicErr(kerr.InvalidRequest, "topic %s is already in mirror %s (%s): stop it there first", t.Name, cur.Mirror, cur.Status)
+		}
+		return topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
+	}
+	ex, err := s.cfg.Destination.DescribeTopic(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ex == nil:
+		overrides, maxBytes, err := sourceTopicConfigs(ctx, src, t.Name)
+		if err != nil {
+			return fmt.Errorf("configs of source topic %s: %w", t.Name, err)
+		}
+		if err := s.cfg.Destination.CreateTopic(ctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes)); err != nil {
+			return err
+		}
+	case ex.Partitions != t.Partitions:
+		return topicErr(kerr.InvalidPartitions, "destination topic %s already exists with %d partitions, the source topic has %d: delete it or start another topic",
+			t.Name, ex.Partitions, t.Partitions)
+	case !ex.Empty:
+		return topicErr(kerr.InvalidRequest, "destination topic %s already exists and holds records: only an empty topic can become a mirror topic", t.Name)
+	}
+	if unprotected {
+		return nil
+	}
+	acls, err := s.cfg.Destination.Protect(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	owned[t.Name] = acls
+	return nil
+}
+
+// undoACLs deletes ACLs created for topics that did not start.
+func (s *Service) undoACLs(ctx context.Context, owned map[string][]ACL) {
+	for topic, acls := range owned {
+		if err := s.cfg.Destination.Unprotect(ctx, acls); err != nil {
+			s.log.Error("could not remove the ACLs of a topic that did not start", zap.String("topic", topic), zap.Error(err))
+		}
+	}
+}
+
+// topicError turns an error into a per-topic result.
+func topicError(name string, err error) protocol.MirrorTopicResult {
+	var ke *kerr.Error
+	code := kerr.UnknownServerError.Code
+	if errors.As(err, &ke) {
+		code = ke.Code
+	}
+	if errors.Is(err, ErrNoAuthorizer) {
+		code = kerr.SecurityDisabled.Code
+	}
+	return topicResult(name, code, err.Error())
+}
+
+func topicResult(name string, code int16, msg string) protocol.MirrorTopicResult {
+	r := protocol.MirrorTopicResult{Name: name, ErrorCode: code}
+	if code != 0 && msg != "" {
+		r.ErrorMessage = strPtr(msg)
+	}
+	return r
+}
+
+// codedError is an operator-facing message with the Kafka error code it
+// travels with; errors.As finds the *kerr.Error.
+type codedError struct {
+	code *kerr.Error
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.msg }
+func (e *codedError) Unwrap() error { return e.code }
+
+// topicErr returns a codedError.
+func topicErr(code *kerr.Error, format string, args ...any) error {
+	return &codedError{code: code, msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,178 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/fetcher"
+)
+
+// Run keeps the data plane in step with the controller state and the
+// destination's partition leadership until ctx ends (DESIGN D7): the
+// sidecar drives exactly the active mirror partitions its broker leads. It
+// runs on every controller change, on NOT_LEADER from the data plane, and
+// every ReconcileInterval (leadership moves are not pushed to us).
+func (s *Service) Run(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.ReconcileInterval)
+	defer tick.Stop()
+	for {
+		watch := s.cfg.Node.FSM().Watch()
+		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("reconcile", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-watch:
+		case <-s.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// reconcile runs one pass.
+func (s *Service) reconcile(ctx context.Context) error {
+	st := s.state()
+	s.syncSources(st)
+
+	var active []string
+	for name, t := range st.Topics {
+		if t.Status == TopicActive {
+			active = append(active, name)
+		}
+	}
+	want := map[fetcher.Partition]bool{}
+	if len(active) > 0 {
+		leaders, err := s.leaders(ctx, active)
+		if err != nil {
+			return err
+		}
+		for _, name := range active {
+			t := st.Topics[name]
+			for p := range t.Partitions {
+				if l, ok := leaders[name][p]; ok && l == s.cfg.BrokerID {
+					want[fetcher.Partition{Mirror: t.Mirror, Topic: name, Partition: p}] = true
+				}
+			}
+		}
+	}
+
+	s.mu.Lock()
+	var toStart, toStop []fetcher.Partition
+	for p := range want {
+		if !s.running[p] {
+			toStart = append(toStart, p)
+		}
+	}
+	for p := range s.running {
+		if !want[p] {
+			toStop = append(toStop, p)
+		}
+	}
+	s.mu.Unlock()
+
+	for _, p := range toStop {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := s.cfg.DataPlane.Stop(sctx, p)
+		cancel()
+		if err != nil {
+			s.log.Warn("stop partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+			continue
+		}
+		s.mu.Lock()
+		delete(s.running, p)
+		s.mu.Unlock()
+		s.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
+	}
+	for _, p := range toStart {
+		if err := s.cfg.DataPlane.Start(p); err != nil {
+			s.log.Warn("start partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+			continue
+		}
+		s.mu.Lock()
+		s.running[p] = true
+		s.mu.Unlock()
+		s.log.Info("driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
+	}
+	return nil
+}
+
+// syncSources gives the data plane a source client for every mirror, and a
+// new one when a mirror's source settings change; it removes deleted mirrors.
+func (s *Service) syncSources(st *State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, m := range st.Mirrors {
+		cfg := sourceConfig(m.Config)
+		fp := fingerprint(cfg)
+		if s.sources[name] == fp {
+			continue
+		}
+		opts, err := s.cfg.SourceDialer(cfg)
+		if err == nil {
+			err = s.cfg.DataPlane.SetMirror(name, opts)
+		}
+		if err != nil {
+			s.log.Error("cannot configure the source client of a mirror", zap.String("mirror", name), zap.Error(err))
+			continue
+		}
+		s.sources[name] = fp
+	}
+	for name := range s.sources {
+		if _, ok := st.Mirrors[name]; !ok {
+			s.cfg.DataPlane.RemoveMirror(name)
+			delete(s.sources, name)
+			for p := range s.running {
+				if p.Mirror == name {
+					delete(s.running, p)
+				}
+			}
+		}
+	}
+}
+
+// leaders returns the destination leader of every partition of topics.
+func (s *Service) leaders(ctx context.Context, topics []string) (map[string]map[int32]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(mctx, s.cfg.DestClient)
+	if err != nil {
+		return nil, fmt.Errorf("destination metadata: %w", err)
+	}
+	out := map[string]map[int32]int32{}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || kerr.ErrorForCode(t.ErrorCode) != nil {
+			continue
+		}
+		m := map[int32]int32{}
+		for _, p := range t.Partitions {
+			if kerr.ErrorForCode(p.ErrorCode) == nil {
+				m[p.Partition] = p.Leader
+			}
+		}
+		out[*t.Topic] = m
+	}
+	return out, nil
+}
+
+// fingerprint identifies a config's content.
+func fingerprint(cfg map[string]string) string {
+	h := sha256.New()
+	for _, k := range sortedKeys(cfg) {
+		fmt.Fprintf(h, "%s=%s\n", k, cfg[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

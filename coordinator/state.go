@@ -1,0 +1,259 @@
+package coordinator
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// State is the replicated controller state: what the FSM holds. Readers get
+// it through FSM.Read and must not modify it or keep references to it past
+// the callback; Clone gives a copy to keep.
+type State struct {
+	Mirrors  map[string]*Mirror      `json:"mirrors"`  // by mirror name
+	Topics   map[string]*MirrorTopic `json:"topics"`   // by destination topic name (= source topic name)
+	Sidecars map[int32]*SidecarInfo  `json:"sidecars"` // the raft members' addresses, by broker ID
+}
+
+// Mirror is one cluster mirror (KIP-1279 §1.1).
+type Mirror struct {
+	Name string `json:"name"`
+	// Config holds the source connection settings (bootstrap.servers,
+	// security.protocol, sasl.*, ssl.*) and mirror.* keys. Values may be
+	// secrets: redact them in every output.
+	Config map[string]string `json:"config"`
+	// SourceClusterID is "" until the first metadata sync resolves it.
+	SourceClusterID string `json:"sourceClusterId"`
+	// Include and Exclude are the mirror.topics.include/exclude patterns.
+	Include []string `json:"include"`
+	Exclude []string `json:"exclude"`
+	// CreatedMs and UpdatedMs are the proposers' clocks at creation and at
+	// the last config change; UpdatedMs tells watchers to reconnect.
+	CreatedMs int64 `json:"createdMs"`
+	UpdatedMs int64 `json:"updatedMs"`
+}
+
+// TopicStatus is the state a mirror topic is assigned by the operator, as
+// carried by the mirror.name topic config (KIP-1279 §1.2). The partition
+// states of D12 (LOG_TRUNCATION, MIRRORING, FAILED...) live in
+// __mirror_state, not here.
+type TopicStatus int8
+
+// Topic statuses. The zero value is not a valid status.
+const (
+	TopicActive  TopicStatus = 1 // mirror.name=<mirror>: mirrored, read-only
+	TopicPaused  TopicStatus = 2 // mirror.name=<mirror>.paused: no fetching, still read-only
+	TopicStopped TopicStatus = 3 // mirror.name=<mirror>.stopped: detached (failed over), writable
+)
+
+// String returns "active", "paused" or "stopped": the suffix of mirror.name
+// without its dot ("active" has no suffix).
+func (s TopicStatus) String() string {
+	switch s {
+	case TopicActive:
+		return "active"
+	case TopicPaused:
+		return "paused"
+	case TopicStopped:
+		return "stopped"
+	default:
+		return fmt.Sprintf("TopicStatus(%d)", int8(s))
+	}
+}
+
+// Valid reports whether s is one of the defined statuses.
+func (s TopicStatus) Valid() bool { return s >= TopicActive && s <= TopicStopped }
+
+// Suffix returns the suffix s appends to the mirror name in the mirror.name
+// topic config: "", ".paused" or ".stopped".
+func (s TopicStatus) Suffix() string {
+	switch s {
+	case TopicPaused:
+		return PausedSuffix
+	case TopicStopped:
+		return StoppedSuffix
+	default:
+		return ""
+	}
+}
+
+// MirrorNameValue returns the value of the mirror.name topic config for a
+// topic of mirror in status s, e.g. "my-mirror.paused".
+func (s TopicStatus) MirrorNameValue(mirror string) string { return mirror + s.Suffix() }
+
+// ParseMirrorNameValue splits a mirror.name topic config value into the
+// mirror name and the status its suffix encodes.
+func ParseMirrorNameValue(v string) (mirror string, status TopicStatus) {
+	if m, ok := strings.CutSuffix(v, StoppedSuffix); ok {
+		return m, TopicStopped
+	}
+	if m, ok := strings.CutSuffix(v, PausedSuffix); ok {
+		return m, TopicPaused
+	}
+	return v, TopicActive
+}
+
+// MirrorTopic is a topic assigned to a mirror.
+type MirrorTopic struct {
+	Name          string      `json:"name"`
+	Mirror        string      `json:"mirror"`
+	Partitions    int32       `json:"partitions"`
+	SourceTopicID [16]byte    `json:"sourceTopicId"`
+	Status        TopicStatus `json:"status"`
+	StartedMs     int64       `json:"startedMs"` // last start (or restart)
+	UpdatedMs     int64       `json:"updatedMs"` // last status change
+	// OwnedACLs are the ACLs the sidecars created for read-only enforcement
+	// (DESIGN D4), so they are never confused with a user's.
+	OwnedACLs []ACL `json:"ownedAcls"`
+	// Unprotected is set when the topic is mirrored without read-only
+	// enforcement (mirror.readonly.enforcement=none).
+	Unprotected bool `json:"unprotected"`
+}
+
+// ACL is one Kafka ACL binding, with the int8 codes of the Kafka protocol.
+type ACL struct {
+	ResourceType int8   `json:"resourceType"`
+	ResourceName string `json:"resourceName"`
+	PatternType  int8   `json:"patternType"`
+	Principal    string `json:"principal"`
+	Host         string `json:"host"`
+	Operation    int8   `json:"operation"`
+	Permission   int8   `json:"permission"`
+}
+
+// SidecarInfo is what a sidecar registers about itself.
+type SidecarInfo struct {
+	ID        int32  `json:"id"`
+	RaftAddr  string `json:"raftAddr"`
+	AdminAddr string `json:"adminAddr"`
+	Version   string `json:"version"`
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{
+		Mirrors:  map[string]*Mirror{},
+		Topics:   map[string]*MirrorTopic{},
+		Sidecars: map[int32]*SidecarInfo{},
+	}
+}
+
+// Clone returns a deep copy of s.
+func (s *State) Clone() *State {
+	c := &State{
+		Mirrors:  make(map[string]*Mirror, len(s.Mirrors)),
+		Topics:   make(map[string]*MirrorTopic, len(s.Topics)),
+		Sidecars: make(map[int32]*SidecarInfo, len(s.Sidecars)),
+	}
+	for k, m := range s.Mirrors {
+		c.Mirrors[k] = m.Clone()
+	}
+	for k, t := range s.Topics {
+		c.Topics[k] = t.Clone()
+	}
+	for k, sc := range s.Sidecars {
+		if sc != nil {
+			cp := *sc
+			sc = &cp
+		}
+		c.Sidecars[k] = sc
+	}
+	return c
+}
+
+// Clone returns a deep copy of m (nil for nil).
+func (m *Mirror) Clone() *Mirror {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Config = maps.Clone(m.Config)
+	c.Include = slices.Clone(m.Include)
+	c.Exclude = slices.Clone(m.Exclude)
+	return &c
+}
+
+// Clone returns a deep copy of t (nil for nil).
+func (t *MirrorTopic) Clone() *MirrorTopic {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.OwnedACLs = slices.Clone(t.OwnedACLs)
+	return &c
+}
+
+// TopicsOf returns the topics of a mirror, sorted by name.
+func (s *State) TopicsOf(mirror string) []*MirrorTopic {
+	var ts []*MirrorTopic
+	for _, t := range s.Topics {
+		if t.Mirror == mirror {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortFunc(ts, func(a, b *MirrorTopic) int { return strings.Compare(a.Name, b.Name) })
+	return ts
+}
+
+// MirrorNames returns the names of all mirrors, sorted.
+func (s *State) MirrorNames() []string {
+	return slices.Sorted(maps.Keys(s.Mirrors))
+}
+
+// Validate checks the invariants every state reached by applying commands
+// keeps: no nil entries, keys equal to names and IDs, legal mirror names,
+// bootstrap.servers set, every topic assigned to an existing mirror with a
+// valid status and at least one partition. The error matches
+// ErrInvalidState and names the first broken invariant (in sorted key
+// order).
+func (s *State) Validate() error {
+	if s == nil {
+		return fmt.Errorf("%w: state is nil", ErrInvalidState)
+	}
+	if s.Mirrors == nil || s.Topics == nil || s.Sidecars == nil {
+		return fmt.Errorf("%w: a map of mirrors, topics or sidecars is missing", ErrInvalidState)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Mirrors)) {
+		m := s.Mirrors[name]
+		switch {
+		case m == nil:
+			return fmt.Errorf("%w: mirror %q has no entry", ErrInvalidState, name)
+		case m.Name != name:
+			return fmt.Errorf("%w: mirror %q is stored under the key %q", ErrInvalidState, m.Name, name)
+		case strings.TrimSpace(m.Config[BootstrapServersKey]) == "":
+			return fmt.Errorf("%w: mirror %q has no %s", ErrInvalidState, name, BootstrapServersKey)
+		}
+		if err := ValidateMirrorName(name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidState, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Topics)) {
+		t := s.Topics[name]
+		switch {
+		case t == nil:
+			return fmt.Errorf("%w: topic %q has no entry", ErrInvalidState, name)
+		case t.Name != name:
+			return fmt.Errorf("%w: topic %q is stored under the key %q", ErrInvalidState, t.Name, name)
+		case s.Mirrors[t.Mirror] == nil:
+			return fmt.Errorf("%w: topic %q belongs to the unknown mirror %q", ErrInvalidState, name, t.Mirror)
+		case !t.Status.Valid():
+			return fmt.Errorf("%w: topic %q has the invalid status %d", ErrInvalidState, name, t.Status)
+		case t.Partitions < 1:
+			return fmt.Errorf("%w: topic %q has %d partitions", ErrInvalidState, name, t.Partitions)
+		}
+		if err := ValidateTopicName(name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidState, err)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Sidecars)) {
+		sc := s.Sidecars[id]
+		switch {
+		case sc == nil:
+			return fmt.Errorf("%w: sidecar %d has no entry", ErrInvalidState, id)
+		case sc.ID != id:
+			return fmt.Errorf("%w: sidecar %d is stored under the key %d", ErrInvalidState, sc.ID, id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package mirror
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
+
+// codecs are the compression codecs every variety test writes with.
+var codecs = []struct {
+	name  string
+	codec kgo.CompressionCodec
+}{
+	{"none", kgo.NoCompression()},
+	{"gzip", kgo.GzipCompression()},
+	{"snappy", kgo.SnappyCompression()},
+	{"lz4", kgo.Lz4Compression()},
+	{"zstd", kgo.ZstdCompression()},
+}
+
+// varietyRecord returns record i of a mixed workload: null keys and values
+// now and then, zero to three headers, values mostly small with an empty
+// one, and every 4,000th record a large value of up to 900 KB.
+func varietyRecord(rng *rand.Rand, i int) *kgo.Record {
+	r := &kgo.Record{}
+	if i%17 != 0 {
+		r.Key = []byte("key-" + strconv.Itoa(i%5000))
+	}
+	switch {
+	case i%19 == 0: // null value
+	case i%23 == 0:
+		r.Value = []byte{}
+	case i%4000 == 0:
+		r.Value = printable(rng, 100_000+(i/4000%9)*100_000) // 100 KB .. 900 KB
+	default:
+		r.Value = printable(rng, rng.IntN(200))
+	}
+	for h := range i % 4 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: "h" + strconv.Itoa(h), Value: printable(rng, 1+rng.IntN(16))})
+	}
+	return r
+}
+
+const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// printable returns n random letters and digits: values that kcat prints
+// on one line and that compress a little, like real payloads.
+func printable(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return b
+}
+
+// produceVariety writes n records to topic on c, split evenly over one
+// producer per compression codec, and returns once all are acknowledged.
+func produceVariety(t *testing.T, c *testbed.Cluster, topic string, n int, seed uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(codecs))
+	for ci, cc := range codecs {
+		cl, err := c.NewClient(testbed.Admin,
+			kgo.DefaultProduceTopic(topic),
+			kgo.ProducerBatchCompression(cc.codec),
+			kgo.ProducerLinger(10*time.Millisecond),
+			kgo.ProducerBatchMaxBytes(1<<20),
+			kgo.MaxBufferedRecords(20_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(ci)))
+			var once sync.Once
+			for i := ci; i < n; i += len(codecs) {
+				cl.Produce(ctx, varietyRecord(rng, i), func(_ *kgo.Record, err error) {
+					if err != nil {
+						once.Do(func() { errs <- fmt.Errorf("%s producer: %w", cc.name, err) })
+					}
+				})
+			}
+			if err := cl.Flush(ctx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// dumpFormat makes kcat print everything a record carries: offset,
+// timestamp, key and value lengths (-1 for null), key, value and headers.
+const dumpFormat = `%o %T %K %S %k %s %h\n`
+
+// compareDumps reads partition p of topic from the source and the
+// destination with kcat, as an independent client, and fails the test at
+// the first line that differs. It returns the number of records compared.
+func compareDumps(t *testing.T, topic string, p int32) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := func(c *testbed.Cluster) (*bufio.Reader, *exec.Cmd, *bytes.Buffer) {
+		args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
+			"-o", "beginning", "-e", "-q", "-f", dumpFormat)
+		cmd := exec.CommandContext(ctx, "kcat", args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("kcat: %v", err)
+		}
+		return bufio.NewReaderSize(out, 1<<20), cmd, &stderr
+	}
+	src, srcCmd, srcErr := start(env.Source)
+	dst, dstCmd, dstErr := start(env.Destination)
+	n := 0
+	for {
+		a, errA := src.ReadBytes('\n')
+		b, errB := dst.ReadBytes('\n')
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s-%d: record %d differs:\nsource:      %.300q\ndestination: %.300q", topic, p, n, a, b)
+		}
+		if errA == io.EOF && errB == io.EOF {
+			break
+		}
+		if errA != nil || errB != nil {
+			t.Fatalf("%s-%d: reading dumps: %v / %v", topic, p, errA, errB)
+		}
+		n++
+	}
+	if err := srcCmd.Wait(); err != nil {
+		t.Fatalf("kcat on the source: %v: %s", err, srcErr)
+	}
+	if err := dstCmd.Wait(); err != nil {
+		t.Fatalf("kcat on the destination: %v: %s", err, dstErr)
+	}
+	return n
+}

@@ -1,0 +1,241 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// waitFor polls cond every 250 ms until it returns true or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// cliResult is what one kafka-cluster-mirrors run printed.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cli runs kafka-cluster-mirrors against the sidecars' admin endpoints.
+func cli(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	return cliAt(t, env.Sidecars.AdminBootstrap(), args...)
+}
+
+// cliAt runs kafka-cluster-mirrors against the given admin endpoints.
+func cliAt(t *testing.T, bootstrap string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env.Bin.CLI, append([]string{"--bootstrap-server", bootstrap}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("kafka-cluster-mirrors %v: %v", args, err)
+	}
+	return r
+}
+
+// mustCLI runs the CLI and fails the test unless it exits 0.
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	r := cli(t, args...)
+	if r.code != 0 {
+		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// mirrorConfigFile writes a --mirror-config file for the source cluster
+// with extra settings and returns its path.
+func mirrorConfigFile(t *testing.T, extra map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "bootstrap.servers=%s\n", env.Source.Bootstrap())
+	for k, v := range extra {
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	path := filepath.Join(t.TempDir(), "mirror.properties")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// createMirror creates a mirror of the source cluster.
+func createMirror(t *testing.T, name string) {
+	t.Helper()
+	out := mustCLI(t, "--create", "--mirror", name, "--mirror-config", mirrorConfigFile(t, nil))
+	if want := "Created mirror " + name + "\n"; out != want {
+		t.Fatalf("create printed %q, want %q", out, want)
+	}
+}
+
+// describe returns the --describe --json output of one mirror.
+func describe(t *testing.T, mirror string) protocol.DescribedMirror {
+	t.Helper()
+	out := mustCLI(t, "--describe", "--mirror", mirror, "--json")
+	var resp protocol.DescribeClusterMirrorsResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("describe --json printed unparsable output: %v\n%s", err, out)
+	}
+	if len(resp.Mirrors) != 1 || resp.Mirrors[0].MirrorName != mirror {
+		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), out)
+	}
+	return resp.Mirrors[0]
+}
+
+// newClient returns a franz-go client for c as u, closed at test end.
+func newClient(t *testing.T, c *testbed.Cluster, u testbed.User, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := c.NewClient(u, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// createSourceTopic creates a topic on the source cluster.
+func createSourceTopic(t *testing.T, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rf := int16(min(2, len(env.Source.Nodes())))
+	resp, err := kadm.NewClient(newClient(t, env.Source, testbed.Admin)).CreateTopic(ctx, partitions, rf, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create source topic %s: %v", name, err)
+	}
+}
+
+// endOffsets returns the end offset of every partition of topic on c.
+func endOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(newClient(t, c, testbed.Admin)).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("end offsets of %s on %s: %v", topic, c.Name(), err)
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset of %s-%d on %s: %v", topic, o.Partition, c.Name(), o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out
+}
+
+// startOffsets returns the log start offset of every partition of topic.
+func startOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(newClient(t, c, testbed.Admin)).ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("start offsets of %s on %s: %v", topic, c.Name(), err)
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// waitCaughtUp waits until every partition of topic is MIRRORING with lag 0
+// in describe and the destination's end offsets equal the source's, read
+// independently of the sidecars.
+func waitCaughtUp(t *testing.T, mirror, topic string, d time.Duration) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(d)
+	for {
+		src := endOffsets(t, env.Source, topic)
+		dst := endOffsets(t, env.Destination, topic)
+		m := describe(t, mirror)
+		ok := len(src) > 0 && len(src) == len(dst)
+		for p, o := range src {
+			ok = ok && dst[p] == o
+		}
+		rows := 0
+		for _, tp := range m.Topics {
+			if tp.TopicName != topic {
+				continue
+			}
+			for _, pd := range tp.Partitions {
+				rows++
+				ok = ok && pd.State == "MIRRORING" && pd.Lag == 0 && pd.DestinationOffset == src[pd.PartitionIndex]
+				if pd.State == "FAILED" {
+					t.Fatalf("%s-%d FAILED: %s", topic, pd.PartitionIndex, deref(pd.LastError))
+				}
+			}
+		}
+		ok = ok && rows == len(src)
+		if ok {
+			return
+		}
+		last = fmt.Sprintf("source %v, destination %v, describe %+v", src, dst, m.Topics)
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not caught up after %v: %s", topic, d, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+// compareAll compares kcat dumps of every partition of topic and returns
+// the number of records compared.
+func compareAll(t *testing.T, topic string, partitions int32) int {
+	t.Helper()
+	n := 0
+	for p := range partitions {
+		n += compareDumps(t, topic, p)
+	}
+	return n
+}
+
+// dumpLogs prints the clusters' and sidecars' logs when t fails.
+func dumpLogs(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(env.LogTails(60))
+		}
+	})
+}

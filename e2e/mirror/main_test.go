@@ -1,0 +1,22 @@
+package mirror
+
+import (
+	"testing"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
+
+// env holds the clusters and sidecars shared by every test of this package.
+var env *testbed.Env
+
+func TestMain(m *testing.M) {
+	opts := testbed.DefaultEnvOptions()
+	// Two source nodes, so that a source leader election can move a
+	// partition's leadership.
+	opts.Source.Nodes = 2
+	opts.Sidecars = true
+	opts.SidecarConfig = map[string]string{
+		"readonly.allow.everyone.if.no.acl.found": "true",
+	}
+	testbed.Main(m, opts, &env)
+}

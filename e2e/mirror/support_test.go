@@ -1,0 +1,247 @@
+package mirror
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sidecarCPU returns the CPU seconds (user + system) the running sidecars
+// have used, from /proc.
+func sidecarCPU(t *testing.T) float64 {
+	t.Helper()
+	var total float64
+	for _, s := range env.Sidecars.Sidecars() {
+		pid := s.PID()
+		if pid == 0 {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		total += (utime + stime) / 100 // USER_HZ
+	}
+	return total
+}
+
+// mirroredBytes sums sidemirror_mirrored_bytes_total of a mirror over the
+// sidecars' /metrics.
+func mirroredBytes(t *testing.T, mirror string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var total float64
+	for _, s := range env.Sidecars.Sidecars() {
+		page, err := s.Metrics(ctx)
+		if err != nil {
+			t.Fatalf("metrics of sidecar %d: %v", s.BrokerID, err)
+		}
+		sc := bufio.NewScanner(strings.NewReader(page))
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "sidemirror_mirrored_bytes_total{") && strings.Contains(line, `mirror="`+mirror+`"`) {
+				f := strings.Fields(line)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				total += v
+			}
+		}
+	}
+	return int64(total)
+}
+
+// rawBatch is the part of a stored record batch that mirroring must keep:
+// attributes (codec, timestamp type), last offset delta, timestamps, record
+// count and the records section.
+type rawBatch struct {
+	codec   int16
+	content []byte
+}
+
+// sameBatchContent reports whether two batches agree in everything but the
+// fields the destination legitimately rewrites (partition leader epoch,
+// CRC, producer ID, epoch and base sequence).
+func sameBatchContent(a, b rawBatch) bool {
+	return a.codec == b.codec && string(a.content) == string(b.content)
+}
+
+// rawBatches fetches every record batch of a partition from its leader with
+// raw Fetch requests, keyed by base offset.
+func rawBatches(t *testing.T, c *testbed.Cluster, topic string, partition int32) map[int64]rawBatch {
+	t.Helper()
+	cl := newClient(t, c, testbed.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leader, topicID := leaderOf(t, c, topic, partition)
+	out := map[int64]rawBatch{}
+	offset := startOffsets(t, c, topic)[partition]
+	end := endOffsets(t, c, topic)[partition]
+	for offset < end {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 500
+		req.MaxBytes = 8 << 20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rt.TopicID = topicID // Fetch v13+ names topics by ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = partition
+		rp.FetchOffset = offset
+		rp.PartitionMaxBytes = 8 << 20
+		rp.CurrentLeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+		if err != nil {
+			t.Fatalf("raw fetch from %s: %v", c.Name(), err)
+		}
+		pr := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(pr.ErrorCode); err != nil {
+			t.Fatalf("raw fetch of %s-%d from %s: %v", topic, partition, c.Name(), err)
+		}
+		data := pr.RecordBatches
+		progressed := false
+		for len(data) >= 61 {
+			length := int(binary.BigEndian.Uint32(data[8:12]))
+			if 12+length > len(data) {
+				break
+			}
+			b := data[:12+length]
+			data = data[12+length:]
+			base := int64(binary.BigEndian.Uint64(b[0:8]))
+			last := base + int64(binary.BigEndian.Uint32(b[23:27]))
+			if base < offset {
+				continue
+			}
+			content := append(append([]byte{}, b[21:43]...), b[57:]...)
+			out[base] = rawBatch{codec: int16(binary.BigEndian.Uint16(b[21:23])) & 0x7, content: content}
+			offset = last + 1
+			progressed = true
+		}
+		if !progressed {
+			t.Fatalf("raw fetch of %s-%d from %s at %d returned no whole batch", topic, partition, c.Name(), offset)
+		}
+	}
+	return out
+}
+
+// leaderOf returns the leader of a partition on c and the topic's ID.
+func leaderOf(t *testing.T, c *testbed.Cluster, topic string, partition int32) (int32, [16]byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(newClient(t, c, testbed.Admin)).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := md.Topics[topic].Partitions[partition]
+	if !ok {
+		t.Fatalf("no metadata for %s-%d on %s", topic, partition, c.Name())
+	}
+	return p.Leader, md.Topics[topic].ID
+}
+
+func sourceLeader(t *testing.T, topic string, partition int32) int32 {
+	t.Helper()
+	leader, _ := leaderOf(t, env.Source, topic, partition)
+	return leader
+}
+
+// electPreferred moves leadership of topic's partitions back to their
+// preferred replicas, waiting until the restarted replicas are in sync.
+func electPreferred(t *testing.T, c *testbed.Cluster, topic string) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, c, testbed.Admin))
+	waitFor(t, 2*time.Minute, "preferred leaders on "+c.Name(), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		set := kadm.TopicsSet{}
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		done := true
+		for _, p := range md.Topics[topic].Partitions {
+			set.Add(topic, p.Partition)
+			if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
+				done = false
+			}
+		}
+		if done {
+			return true
+		}
+		_, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+		return false
+	})
+}
+
+// raftLeader returns the sidecar that reports itself raft leader.
+func raftLeader(t *testing.T) *testbed.Sidecar {
+	t.Helper()
+	var leader *testbed.Sidecar
+	waitFor(t, 30*time.Second, "a raft leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range env.Sidecars.Sidecars() {
+			page, err := s.Metrics(ctx)
+			if err == nil && strings.Contains(page, "\nsidemirror_raft_leader 1\n") {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// badFrames sends an oversized frame and a garbage frame to a sidecar's
+// admin port: each connection must be closed by the sidecar.
+func badFrames(t *testing.T) {
+	t.Helper()
+	addr := env.Sidecars.Sidecars()[0].AdminAddr
+	for name, frame := range map[string][]byte{
+		"oversized": {0x7f, 0xff, 0xff, 0xff},
+		"garbage":   {0, 0, 0, 8, 0xde, 0xad, 0xbe, 0xef, 0xde, 0xad, 0xbe, 0xef},
+	} {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(frame); err != nil {
+			t.Fatalf("%s frame: %v", name, err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 64)
+		n, err := conn.Read(buf)
+		conn.Close()
+		if err == nil || n > 0 {
+			t.Fatalf("%s frame: the sidecar answered %d bytes instead of closing the connection", name, n)
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("%s frame: the sidecar kept the connection open", name)
+		}
+	}
+}

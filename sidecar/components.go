@@ -1,0 +1,182 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator"
+	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// components are the parts of a running sidecar besides its HTTP server:
+// the destination client, the raft node, the data plane, the controller
+// service and the admin endpoint.
+type components struct {
+	log      *zap.Logger
+	dest     *kgo.Client
+	peers    *coordinator.Peers
+	node     *coordinator.Node
+	fetcher  *fetcher.Manager
+	service  *coordinator.Service
+	admin    *protocol.Server
+	adminLn  net.Listener
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
+}
+
+// startComponents builds and starts everything in dependency order. A
+// failure closes what was started.
+func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error) {
+	c := &components{log: s.log, loopDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			c.stop(context.Background())
+		}
+	}()
+	// The admin listener is bound first: its address is registered in raft.
+	if c.adminLn, err = listen(KeyAdminListener, s.cfg.AdminListener); err != nil {
+		return nil, err
+	}
+	destOpts, err := s.cfg.Destination.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	id := strconv.Itoa(int(s.cfg.LocalBrokerID))
+	destOpts = append(destOpts, kgo.ClientID("sidemirror-"+id), kgo.RetryTimeout(30*time.Second))
+	if c.dest, err = kgo.NewClient(destOpts...); err != nil {
+		return nil, fmt.Errorf("sidecar: destination client: %w", err)
+	}
+	c.peers = coordinator.NewPeers()
+	var peers []coordinator.Peer
+	for _, p := range s.cfg.RaftMembers() {
+		peers = append(peers, coordinator.Peer{ID: p.ID, Address: p.Address})
+	}
+	c.node, err = coordinator.OpenNode(coordinator.NodeConfig{
+		ID:         s.cfg.LocalBrokerID,
+		BindAddr:   s.cfg.RaftListener,
+		DataDir:    s.cfg.DataDir,
+		Peers:      peers,
+		AdminAddr:  c.adminLn.Addr().String(),
+		Version:    Version,
+		Logger:     s.log,
+		Registerer: s.reg,
+		Forwarder:  c.peers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var svc *coordinator.Service // set below; the data plane calls back into it
+	c.fetcher, err = fetcher.NewManager(
+		fetcher.LocalClient(c.dest),
+		fetcher.LocalBrokerID(s.cfg.LocalBrokerID),
+		fetcher.Logger(s.log),
+		fetcher.Registerer(s.reg),
+		fetcher.OnNotLeader(func(p fetcher.Partition) {
+			if svc != nil {
+				svc.NotLeader(p)
+			}
+		}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	svc, err = coordinator.NewService(coordinator.ServiceConfig{
+		BrokerID:     s.cfg.LocalBrokerID,
+		Node:         c.node,
+		Peers:        c.peers,
+		Destination:  coordinator.NewDestination(c.dest, s.cfg.AllowEveryone),
+		DestClient:   c.dest,
+		DataPlane:    c.fetcher,
+		SourceDialer: SourceKgoOpts,
+		Logger:       s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.service = svc
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	c.stopLoop = stopLoop
+	s.routines.Go("reconcile", func() {
+		defer close(c.loopDone)
+		svc.Run(loopCtx)
+	})
+	c.admin = protocol.NewServer(svc, protocol.Logger(s.log.Named("admin")))
+	ln := c.adminLn
+	s.routines.Go("admin-server", func() {
+		if err := c.admin.Serve(ln); err != nil && !errors.Is(err, protocol.ErrServerClosed) {
+			failed <- fmt.Errorf("sidecar: %s %s: %w", KeyAdminListener, ln.Addr(), err)
+		}
+	})
+	return c, nil
+}
+
+// stop shuts the components down in the order of Sidecar.shutdown, steps
+// 1 to 6, within ctx.
+func (c *components) stop(ctx context.Context) error {
+	var errs []error
+	// 1. Stop intake: the admin endpoint, then the reconcile loop.
+	if c.admin != nil {
+		if err := c.admin.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("admin endpoint: %w", err))
+		}
+	} else if c.adminLn != nil {
+		c.adminLn.Close()
+	}
+	if c.stopLoop != nil {
+		c.stopLoop()
+		select {
+		case <-c.loopDone:
+		case <-ctx.Done():
+		}
+	}
+	// 2. Finish in-flight appends and stop the fetchers.
+	if c.fetcher != nil {
+		c.fetcher.Close()
+	}
+	// 3. Partition state in __mirror_state: written as it changes.
+	// 4-5. Step down from raft leadership and close raft.
+	if c.node != nil {
+		if err := c.node.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft: %w", err))
+		}
+	}
+	// 6. Close the Kafka clients and peer connections.
+	if c.peers != nil {
+		c.peers.Close()
+	}
+	if c.dest != nil {
+		c.dest.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// SourceKgoOpts turns a mirror's source settings (bootstrap.servers and
+// Kafka's client security properties) into franz-go options; it refuses
+// unknown keys with the key named.
+func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
+	props := make(map[string]string, len(config))
+	for k, v := range config {
+		if k != "bootstrap.servers" {
+			props[k] = v
+		}
+	}
+	cc, err := ParseClientConfig(props, "")
+	if err != nil {
+		return nil, err
+	}
+	cc.BootstrapServers = splitList(config["bootstrap.servers"])
+	for _, b := range cc.BootstrapServers {
+		if problem := checkHostPort(b, false, false); problem != "" {
+			return nil, configErr("bootstrap.servers", "%q %s", b, problem)
+		}
+	}
+	return cc.KgoOpts()
+}
