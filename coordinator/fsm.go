@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -15,6 +16,11 @@ import (
 // snapshotVersion is the version of the snapshot format written by
 // Snapshot. Restore reads every version listed in restoreSnapshot.
 const snapshotVersion = 1
+
+// recentResults is how many results of applied commands the FSM keeps, by
+// raft index, for a proposer whose leadership was lost while it waited for
+// one (Node.resolveLost).
+const recentResults = 256
 
 // maxSnapshotBytes bounds what Restore reads, so that a corrupt snapshot
 // cannot exhaust memory.
@@ -30,6 +36,14 @@ type FSM struct {
 	state *State
 	index uint64        // raft index of the last applied command or restored snapshot
 	watch chan struct{} // closed and replaced on every apply and restore
+	// recent holds the result of the command at index i in
+	// recent[i%recentResults].
+	recent [recentResults]indexedResult
+}
+
+type indexedResult struct {
+	index uint64
+	res   Result
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -50,6 +64,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	res := f.applyLocked(l.Data)
 	res.Index = l.Index
 	f.index = l.Index
+	f.recent[l.Index%recentResults] = indexedResult{l.Index, res}
 	f.notifyLocked()
 	f.mu.Unlock()
 
@@ -116,6 +131,19 @@ func (f *FSM) Index() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.index
+}
+
+// resultAt returns the result of the command applied at index, if it is
+// among the last recentResults.
+func (f *FSM) resultAt(index uint64) (Result, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	r := f.recent[index%recentResults]
+	if r.index != index || index == 0 {
+		return Result{}, false
+	}
+	r.res.Topics = slices.Clone(r.res.Topics)
+	return r.res, true
 }
 
 // snapshotFile is the snapshot format.

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -609,6 +610,9 @@ func (n *Node) ApplyLocal(ctx context.Context, cmd []byte) (Result, error) {
 	}
 	if n.raft.State() == raft.Leader {
 		res, err := n.applyRaft(ctx, cmd)
+		if errors.Is(err, ErrClosed) {
+			return Result{}, &NotLeaderError{LeaderID: -1, Closing: true}
+		}
 		if err == nil || !retryable(err) {
 			return res, err
 		}
@@ -642,7 +646,7 @@ func (n *Node) applyRaft(ctx context.Context, cmd []byte) (Result, error) {
 		case errors.Is(err, raft.ErrEnqueueTimeout):
 			return Result{}, fmt.Errorf("coordinator: applying %s: %w (%w)", commandName(cmd), err, context.DeadlineExceeded)
 		case errors.Is(err, raft.ErrLeadershipLost):
-			return Result{}, fmt.Errorf("coordinator: applying %s: %w; the command may or may not have been applied, check the state before retrying", commandName(cmd), err)
+			return n.resolveLost(ctx, f.Index(), cmd)
 		}
 		return Result{}, fmt.Errorf("coordinator: applying %s: %w", commandName(cmd), err)
 	}
@@ -651,6 +655,61 @@ func (n *Node) applyRaft(ctx context.Context, cmd []byte) (Result, error) {
 		return Result{}, fmt.Errorf("coordinator: BUG: the FSM answered %T instead of a Result", f.Response())
 	}
 	return res, nil
+}
+
+// resolveLost finds out what became of a command this node appended as
+// leader and lost leadership before it committed (raft.ErrLeadershipLost):
+// the new leader either kept the entry, and it gets applied, or replaced
+// it. resolveLost waits until this node applied up to the entry's index,
+// then compares the entry there with the command: the same command gives
+// its FSM Result; another entry means the command was dropped and returns
+// an error matching ErrNotLeader, so that it is sent again. It returns an
+// error when it cannot tell before ctx ends or the node closes.
+func (n *Node) resolveLost(ctx context.Context, index uint64, cmd []byte) (Result, error) {
+	name := commandName(cmd)
+	unknown := func(why error) (Result, error) {
+		return Result{}, fmt.Errorf("coordinator: applying %s: %w, and whether it was applied is unknown (%w); check the state before retrying",
+			name, raft.ErrLeadershipLost, why)
+	}
+	if index == 0 {
+		return unknown(errors.New("no log index"))
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for n.raft.AppliedIndex() < index {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return unknown(ctx.Err())
+		case <-n.bgCtx.Done():
+			return unknown(ErrClosed)
+		}
+	}
+	var entry raft.Log
+	if err := n.store.GetLog(index, &entry); err != nil {
+		return unknown(err)
+	}
+	if entry.Type != raft.LogCommand || !bytes.Equal(entry.Data, cmd) {
+		return Result{}, fmt.Errorf("coordinator: %s was dropped when raft leadership moved: %w", name, ErrNotLeader)
+	}
+	for {
+		ch := n.fsm.Watch()
+		if res, ok := n.fsm.resultAt(index); ok {
+			n.log.Debug("command committed although leadership was lost", zap.String("command", name), zap.Uint64("index", index))
+			return res, nil
+		}
+		if n.fsm.Index() >= index {
+			return Result{}, fmt.Errorf("coordinator: %s was applied at index %d after raft leadership moved, but its result is no longer known; check the state",
+				name, index)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return unknown(ctx.Err())
+		case <-n.bgCtx.Done():
+			return unknown(ErrClosed)
+		}
+	}
 }
 
 // beginApply counts a raft apply in, unless Close began.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -443,5 +444,51 @@ func TestStoreLockedByAnotherNode(t *testing.T) {
 	_, cfg.Transport = raft.NewInmemTransport(raft.ServerAddress(raftAddr(1)))
 	if _, err := OpenNode(cfg); err == nil || !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("second OpenNode on one data directory = %v, want a lock error", err)
+	}
+}
+
+func TestResolveLost(t *testing.T) {
+	c := newTestCluster(t, 1)
+	n := c.start(1)
+	cmd := mustEncode(t, CreateMirror{Name: "m", Config: bootstrapConfig()})
+	res := applyOK(t, n, CreateMirror{Name: "m", Config: bootstrapConfig()})
+	// The same bytes once more: rejected as a duplicate at a new index.
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	dup, err := n.Apply(ctx, cmd)
+	if err != nil || dup.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("duplicate = %+v, %v", dup, err)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		index   uint64
+		cmd     []byte
+		timeout time.Duration
+		want    Result
+		wantErr []error
+	}{
+		{"committed: its own result", res.Index, cmd, clusterTimeout, res, nil},
+		{"committed duplicate: its own result", dup.Index, cmd, clusterTimeout, dup, nil},
+		{"another entry at the index: dropped", res.Index, mustEncode(t, DeleteMirror{Name: "m"}), clusterTimeout, Result{}, []error{ErrNotLeader}},
+		{"index not reached: unknown", dup.Index + 1000, cmd, 100 * time.Millisecond, Result{}, []error{raft.ErrLeadershipLost, context.DeadlineExceeded}},
+		{"no index: unknown", 0, cmd, clusterTimeout, Result{}, []error{raft.ErrLeadershipLost}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+			defer cancel()
+			got, err := n.resolveLost(ctx, tc.index, tc.cmd)
+			for _, want := range tc.wantErr {
+				if !errors.Is(err, want) {
+					t.Fatalf("resolveLost = %v, want an error matching %v", err, want)
+				}
+			}
+			if tc.wantErr == nil && err != nil {
+				t.Fatalf("resolveLost: %v", err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("resolveLost = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -22,11 +22,13 @@ import (
 func (s *Service) Run(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.ReconcileInterval)
 	defer tick.Stop()
+	discovered := map[string]time.Time{} // mirror -> last discovery
 	for {
 		watch := s.cfg.Node.FSM().Watch()
 		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("reconcile", zap.Error(err))
 		}
+		s.discover(ctx, discovered)
 		select {
 		case <-ctx.Done():
 			return

@@ -130,6 +130,14 @@ func (s *Service) Handle(ctx context.Context, c *protocol.ConnInfo, req protocol
 		return s.describeLocal(r)
 	case *protocol.StartMirrorTopicsRequest:
 		return s.startTopics(ctx, r)
+	case *protocol.StopMirrorTopicsRequest:
+		return s.stopTopics(ctx, r)
+	case *protocol.PauseMirrorTopicsRequest:
+		return s.pauseTopics(ctx, r)
+	case *protocol.ResumeMirrorTopicsRequest:
+		return s.resumeTopics(ctx, r)
+	case *protocol.DeleteClusterMirrorRequest:
+		return s.deleteMirror(ctx, r)
 	default:
 		resp := req.ResponseKind()
 		setError(resp, kerr.UnsupportedVersion.Code, fmt.Sprintf("%s is not supported by this sidecar yet", protocol.KeyName(req.Key())))

@@ -548,3 +548,17 @@ logger.authorizer.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 `
+
+// StartStopped launches every node that is not running, all at once (a
+// KRaft quorum needs a majority of them to come up), and waits until each
+// is ready.
+func (c *Cluster) StartStopped(ctx context.Context) error {
+	for _, n := range c.nodes {
+		if !n.Running() {
+			if err := n.launch(); err != nil {
+				return err
+			}
+		}
+	}
+	return c.WaitReady(ctx)
+}

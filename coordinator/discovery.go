@@ -1,0 +1,76 @@
+package coordinator
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// discover starts the source topics that match a mirror's include patterns
+// and none of its exclude patterns and are not mirrored yet (KIP-1279 §1.3).
+// Only the raft leader runs it, once per mirror per
+// mirror.metadata.refresh.interval.ms.
+func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
+	if !s.cfg.Node.IsLeader() {
+		return
+	}
+	st := s.state()
+	now := s.cfg.Now()
+	for _, name := range st.MirrorNames() {
+		m := st.Mirrors[name]
+		if len(m.Include) == 0 {
+			continue
+		}
+		ms, _ := strconv.ParseInt(mirrorSetting(m, RefreshIntervalKey), 10, 64)
+		if now.Sub(last[name]) < time.Duration(ms)*time.Millisecond {
+			continue
+		}
+		last[name] = now
+		if err := s.discoverMirror(ctx, st, m); err != nil {
+			s.log.Warn("topic discovery", zap.String("mirror", name), zap.Error(err))
+		}
+	}
+}
+
+func (s *Service) discoverMirror(ctx context.Context, st *State, m *Mirror) error {
+	src, err := s.sourceClient(sourceConfig(m.Config))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	topics, err := sourceTopics(sctx, src)
+	if err != nil {
+		return err
+	}
+	matched, _, err := expandTopics(topics, m.Include, m.Exclude)
+	if err != nil {
+		return err
+	}
+	var fresh []string
+	for _, t := range matched {
+		if _, known := st.Topics[t.Name]; !known {
+			fresh = append(fresh, regexp.QuoteMeta(t.Name))
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	s.log.Info("discovered new source topics", zap.String("mirror", m.Name), zap.Strings("topics", fresh))
+	resp := s.startTopics(ctx, &protocol.StartMirrorTopicsRequest{MirrorName: m.Name, TopicPatterns: fresh}).(*protocol.StartMirrorTopicsResponse)
+	if resp.ErrorCode != 0 {
+		s.log.Warn("could not start discovered topics", zap.String("mirror", m.Name), zap.String("error", deref(resp.ErrorMessage)))
+	}
+	for _, tr := range resp.Topics {
+		if tr.ErrorCode != 0 {
+			s.log.Warn("could not start a discovered topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name), zap.String("error", deref(tr.ErrorMessage)))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// topicOp is the outcome of a Stop, Pause or Resume: the response's fields.
+type topicOp struct {
+	code    int16
+	message *string
+	topics  []protocol.MirrorTopicResult
+}
+
+// expandMirrorTopics resolves names and regexes against the topics of a
+// mirror (DESIGN D16). Plain names are passed on as they are, so that the
+// controller can say what is wrong with a name that is not in the mirror.
+func expandMirrorTopics(st *State, mirror string, patterns []string) ([]string, error) {
+	res, err := compilePatterns(patterns)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range patterns {
+		if isLiteral(p) && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, t := range st.TopicsOf(mirror) {
+		if matchAny(res, t.Name) && !slices.Contains(out, t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no topic of mirror %s matches %s", mirror, strings.Join(patterns, ","))
+	}
+	return out, nil
+}
+
+// changeTopics applies a status change to the topics named by patterns.
+func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []string, status TopicStatus) topicOp {
+	fail := func(code int16, format string, args ...any) topicOp {
+		return topicOp{code: code, message: strPtr(fmt.Sprintf(format, args...))}
+	}
+	st := s.state()
+	if _, ok := st.Mirrors[mirror]; !ok {
+		return fail(kerr.ResourceNotFound.Code, "mirror %s does not exist", mirror)
+	}
+	if len(patterns) == 0 {
+		return fail(kerr.InvalidRequest.Code, "no topics given: name the topics (names or regexes)")
+	}
+	names, err := expandMirrorTopics(st, mirror, patterns)
+	if err != nil {
+		return fail(kerr.InvalidRequest.Code, "%v", err)
+	}
+	cmd := SetTopicStatus{Mirror: mirror, Topics: names, Status: status, NowMs: s.cfg.Now().UnixMilli()}
+	if status == TopicStopped {
+		// Stopped topics must not come back through discovery: patterns
+		// move from the include list to the exclude list, and a topic
+		// stopped by name is excluded as an anchored literal.
+		for _, p := range patterns {
+			cmd.RemoveInclude = append(cmd.RemoveInclude, p)
+			if isLiteral(p) {
+				cmd.AddExclude = append(cmd.AddExclude, regexp.QuoteMeta(p))
+			} else {
+				cmd.AddExclude = append(cmd.AddExclude, p)
+			}
+		}
+	}
+	res, err := s.apply(ctx, cmd)
+	if err != nil {
+		return fail(kerr.UnknownServerError.Code, "%v", err)
+	}
+	if res.ErrorCode != 0 {
+		return fail(res.ErrorCode, "%s", res.ErrorMessage)
+	}
+	op := topicOp{}
+	var changed []string
+	for _, tr := range res.Topics {
+		op.topics = append(op.topics, topicResult(tr.Name, tr.ErrorCode, tr.ErrorMessage))
+		if tr.ErrorCode == 0 {
+			changed = append(changed, tr.Name)
+		}
+	}
+	s.Kick()
+	if status == TopicActive || len(changed) == 0 {
+		return op
+	}
+	// Paused and stopped topics: wait until no sidecar appends to them any
+	// more, so that a stopped topic is never written by a sidecar once it
+	// is writable for everyone.
+	if err := s.waitReleased(ctx, mirror, changed); err != nil {
+		s.log.Warn("topics still driven by a sidecar after the status change", zap.Strings("topics", changed), zap.Error(err))
+	}
+	if status == TopicStopped {
+		st = s.state()
+		for i, tr := range op.topics {
+			if tr.ErrorCode != 0 {
+				continue
+			}
+			t := st.Topics[tr.Name]
+			if t == nil || len(t.OwnedACLs) == 0 {
+				continue
+			}
+			if err := s.cfg.Destination.Unprotect(ctx, t.OwnedACLs); err != nil {
+				op.topics[i] = topicResult(tr.Name, kerr.UnknownServerError.Code,
+					fmt.Sprintf("topic %s is stopped but its read-only ACLs could not be removed: %v; retry --stop", tr.Name, err))
+				continue
+			}
+			if _, err := s.apply(ctx, RecordACLs{Topic: tr.Name}); err != nil {
+				s.log.Error("could not record the removal of read-only ACLs", zap.String("topic", tr.Name), zap.Error(err))
+			}
+			s.log.Info("stopped mirror topic: writable now", zap.String("mirror", mirror), zap.String("topic", tr.Name))
+		}
+	}
+	return op
+}
+
+// waitReleased polls every reachable sidecar until none reports a partition
+// of topics, or ctx ends. Unreachable sidecars are skipped: on restart they
+// read the new status before driving anything.
+func (s *Service) waitReleased(ctx context.Context, mirror string, topics []string) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		busy := false
+		rows, _ := s.gatherRows(wctx, []string{mirror}, s.state())
+		for p := range rows {
+			if slices.Contains(topics, p.Topic) {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return wctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Service) stopTopics(ctx context.Context, r *protocol.StopMirrorTopicsRequest) protocol.Response {
+	patterns := slices.Clone(r.TopicPatterns)
+	if len(patterns) == 0 {
+		patterns = slices.Clone(r.Patterns)
+	}
+	for _, t := range r.Topics {
+		patterns = append(patterns, t.TopicName)
+	}
+	op := s.changeTopics(ctx, r.MirrorName, patterns, TopicStopped)
+	return &protocol.StopMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
+}
+
+func (s *Service) pauseTopics(ctx context.Context, r *protocol.PauseMirrorTopicsRequest) protocol.Response {
+	patterns := slices.Clone(r.TopicPatterns)
+	for _, t := range r.Topics {
+		patterns = append(patterns, t.TopicName)
+	}
+	op := s.changeTopics(ctx, r.MirrorName, patterns, TopicPaused)
+	return &protocol.PauseMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
+}
+
+func (s *Service) resumeTopics(ctx context.Context, r *protocol.ResumeMirrorTopicsRequest) protocol.Response {
+	patterns := slices.Clone(r.TopicPatterns)
+	for _, t := range r.Topics {
+		patterns = append(patterns, t.TopicName)
+	}
+	op := s.changeTopics(ctx, r.MirrorName, patterns, TopicActive)
+	return &protocol.ResumeMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
+}
+
+// deleteMirror handles DeleteClusterMirror: the controller refuses unless
+// the mirror is empty or all its topics are stopped.
+func (s *Service) deleteMirror(ctx context.Context, r *protocol.DeleteClusterMirrorRequest) protocol.Response {
+	resp := &protocol.DeleteClusterMirrorResponse{}
+	res, err := s.apply(ctx, DeleteMirror{Name: r.MirrorName})
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, strPtr(err.Error())
+		return resp
+	}
+	if res.ErrorCode != 0 {
+		resp.ErrorCode, resp.ErrorMessage = res.ErrorCode, strPtr(res.ErrorMessage)
+		return resp
+	}
+	s.log.Info("deleted mirror", zap.String("mirror", r.MirrorName))
+	s.Kick()
+	return resp
+}

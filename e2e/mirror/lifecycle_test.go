@@ -1,0 +1,188 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
+
+// partitionStates returns the state of every partition of topic in
+// describe, and the sum of their lags.
+func partitionStates(t *testing.T, mirror, topic string) (map[int32]string, int64) {
+	t.Helper()
+	states := map[int32]string{}
+	var lag int64
+	for _, tp := range describe(t, mirror).Topics {
+		if tp.TopicName != topic {
+			continue
+		}
+		for _, pd := range tp.Partitions {
+			states[pd.PartitionIndex] = pd.State
+			if pd.Lag > 0 {
+				lag += pd.Lag
+			}
+		}
+	}
+	return states, lag
+}
+
+func allIn(states map[int32]string, want string) bool {
+	for _, s := range states {
+		if s != want {
+			return false
+		}
+	}
+	return len(states) > 0
+}
+
+// aliceWrite tries to write one record to topic on the destination as alice.
+func aliceWrite(t *testing.T, topic string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := newClient(t, env.Destination, testbed.Alice, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1),
+		kgo.RecordDeliveryTimeout(10*time.Second))
+	return cl.ProduceSync(ctx, &kgo.Record{Value: []byte("written after failover")}).FirstErr()
+}
+
+// TestLifecycle runs the KIP's workflow: start two topics by regex with an
+// exclude, pause one (it stays read-only and falls behind), resume it (it
+// catches up with identical offsets), stop both (they become writable) and
+// delete the mirror.
+func TestLifecycle(t *testing.T) {
+	dumpLogs(t)
+	const mirror = "life"
+	for _, topic := range []string{"life-us", "life-eu", "life-internal"} {
+		createSourceTopic(t, topic, 3, nil)
+		produceVariety(t, env.Source, topic, 3000, 11)
+	}
+	createMirror(t, mirror)
+	out := mustCLI(t, "--start", "--topics", "life-.*", "--exclude", "life-internal", "--mirror", mirror)
+	if want := "Started 2 mirror topic(s) in mirror life: [life-eu, life-us]\n"; out != want {
+		t.Fatalf("start printed %q, want %q", out, want)
+	}
+	waitCaughtUp(t, mirror, "life-us", 2*time.Minute)
+	waitCaughtUp(t, mirror, "life-eu", 2*time.Minute)
+
+	out = mustCLI(t, "--pause", "--topics", "life-eu", "--mirror", mirror)
+	if want := "Paused mirroring for 1 topic(s) in mirror life: [life-eu]\n"; out != want {
+		t.Fatalf("pause printed %q, want %q", out, want)
+	}
+	produceVariety(t, env.Source, "life-eu", 3000, 12)
+	produceVariety(t, env.Source, "life-us", 3000, 12)
+	waitCaughtUp(t, mirror, "life-us", 2*time.Minute)
+	states, _ := partitionStates(t, mirror, "life-eu")
+	if !allIn(states, "PAUSED") {
+		t.Fatalf("life-eu states %v, want PAUSED", states)
+	}
+	if src, dst := sumValues(endOffsets(t, env.Source, "life-eu")), sumValues(endOffsets(t, env.Destination, "life-eu")); dst != 3000 || src != 6000 {
+		t.Fatalf("paused topic: source holds %d, destination %d; want 6000 and 3000", src, dst)
+	}
+	if err := aliceWrite(t, "life-eu"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice's write to a paused topic returned %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+
+	out = mustCLI(t, "--resume", "--topics", "life-eu", "--mirror", mirror)
+	if want := "Resumed mirroring for 1 topic(s) in mirror life: [life-eu]\n"; out != want {
+		t.Fatalf("resume printed %q, want %q", out, want)
+	}
+	waitCaughtUp(t, mirror, "life-eu", 2*time.Minute)
+	compareAll(t, "life-eu", 3)
+
+	r := cli(t, "--delete", "--mirror", mirror)
+	if r.code == 0 || !strings.Contains(r.stderr, "stop") {
+		t.Fatalf("deleting a mirror with mirroring topics: exit %d, stderr %q; want a refusal", r.code, r.stderr)
+	}
+
+	start := time.Now()
+	out = mustCLI(t, "--stop", "--topics", "life-.*", "--mirror", mirror)
+	if want := "Stopped mirroring for 2 topic(s) in mirror life: [life-eu, life-us]\n"; out != want {
+		t.Fatalf("stop printed %q, want %q", out, want)
+	}
+	for _, topic := range []string{"life-us", "life-eu"} {
+		waitFor(t, 30*time.Second, "alice to be able to write to "+topic, func() bool { return aliceWrite(t, topic) == nil })
+		states, _ := partitionStates(t, mirror, topic)
+		if !allIn(states, "STOPPED") {
+			t.Fatalf("%s states %v, want STOPPED", topic, states)
+		}
+	}
+	t.Logf("stopped topics writable %v after --stop was issued", time.Since(start).Round(time.Millisecond))
+
+	out = mustCLI(t, "--delete", "--mirror", mirror)
+	if want := "Deleted mirror life\n"; out != want {
+		t.Fatalf("delete printed %q, want %q", out, want)
+	}
+	if list := mustCLI(t, "--list"); strings.Contains(list, "life ") {
+		t.Fatalf("deleted mirror still listed:\n%s", list)
+	}
+}
+
+// TestFailoverWithSourceDown stops the source cluster and then fails over:
+// --stop must succeed and every partition must be STOPPED and writable.
+func TestFailoverWithSourceDown(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic = "dr", "dr"
+	createSourceTopic(t, topic, 4, nil)
+	produceVariety(t, env.Source, topic, 5000, 13)
+	createMirror(t, mirror)
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	waitCaughtUp(t, mirror, topic, 2*time.Minute)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, n := range env.Source.Nodes() {
+		n.Kill()
+	}
+	t.Cleanup(func() { _ = env.Source.StartStopped(ctx) })
+	out := mustCLI(t, "--stop", "--topics", ".*", "--mirror", mirror)
+	if want := "Stopped mirroring for 1 topic(s) in mirror dr: [dr]\n"; out != want {
+		t.Fatalf("stop printed %q, want %q", out, want)
+	}
+	states, _ := partitionStates(t, mirror, topic)
+	if !allIn(states, "STOPPED") || len(states) != 4 {
+		t.Fatalf("states %v, want 4 partitions STOPPED", states)
+	}
+	waitFor(t, 30*time.Second, "alice to be able to write", func() bool { return aliceWrite(t, topic) == nil })
+	if dst := sumValues(endOffsets(t, env.Destination, topic)); dst < 5001 {
+		t.Fatalf("destination holds %d records after a write, want 5000 mirrored plus 1", dst)
+	}
+	if err := env.Source.StartStopped(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDiscovery checks that a new source topic matching the include pattern
+// is mirrored within two refresh intervals and that an excluded one is not.
+func TestDiscovery(t *testing.T) {
+	dumpLogs(t)
+	const mirror = "disc"
+	createSourceTopic(t, "disc-a", 1, nil)
+	out := mustCLI(t, "--create", "--mirror", mirror, "--mirror-config",
+		mirrorConfigFile(t, map[string]string{"mirror.metadata.refresh.interval.ms": "2000"}))
+	if out != "Created mirror disc\n" {
+		t.Fatalf("create printed %q", out)
+	}
+	mustCLI(t, "--start", "--topics", "disc-.*", "--exclude", "disc-skip.*", "--mirror", mirror)
+	// The excluded topic comes first: the discovery pass that finds disc-b
+	// has seen it too.
+	createSourceTopic(t, "disc-skip-me", 1, nil)
+	createSourceTopic(t, "disc-b", 2, nil)
+	produceVariety(t, env.Source, "disc-b", 500, 14)
+	start := time.Now()
+	waitFor(t, 30*time.Second, "disc-b to be discovered", func() bool {
+		states, _ := partitionStates(t, mirror, "disc-b")
+		return len(states) == 2
+	})
+	t.Logf("disc-b discovered %v after its creation", time.Since(start).Round(time.Millisecond))
+	waitCaughtUp(t, mirror, "disc-b", time.Minute)
+	if states, _ := partitionStates(t, mirror, "disc-skip-me"); len(states) != 0 {
+		t.Fatalf("excluded topic disc-skip-me is mirrored: %v", states)
+	}
+}
