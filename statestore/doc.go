@@ -2,4 +2,36 @@
 // cluster: the schemas of its keys and versioned values, their encoding,
 // loading a coordinator partition into memory, writing and tombstoning
 // records, and mapping a mirror to its coordinator partition.
+//
+// # Records
+//
+// A record's Key names its record type, mirror, topic and partition
+// (DESIGN.md D6), so compaction keeps the latest record of every mirror
+// partition; the KIP keys by mirror alone, which compaction would collapse.
+// Record types: TypePartitionState (the KIP's MirrorPartitionState, value
+// PartitionState), TypeLastMirrorEpochs (reserved for the stop boundary,
+// value PartitionState) and TypeMirror (one per mirror, empty value). A nil
+// value is a tombstone; deleting a mirror tombstones all of its keys.
+// PartitionState values are versioned and extend through tagged fields, so
+// every decoder reads every later version. State codes are DESIGN.md D16's;
+// StateName and ParseState convert them.
+//
+// # Coordinator partitioning
+//
+// PartitionFor maps a mirror to its partition as Kafka maps a consumer group:
+// Utils.abs(Java hashCode of the name) % partitions. The sidecar beside the
+// leader of that partition coordinates the mirror.
+//
+// # Store
+//
+// Store wraps a client of the destination cluster: EnsureTopic creates the
+// topic (compacted; its partition count is never changed), Load reads a
+// partition into a map of the last value per key, Write appends records to a
+// partition through the store's own idempotent, acks=all producer. Dump
+// prints the whole topic as JSON lines (`sidemirror state dump`).
+//
+// Files: key.go (Key and record types), value.go (PartitionState and state
+// codes), partition.go (PartitionFor), store.go (Store), read.go (reading a
+// partition with raw ListOffsets and Fetch requests), dump.go (Dump),
+// errors.go (sentinel errors).
 package statestore

@@ -2,6 +2,7 @@
 // destination Kafka cluster:
 //
 //	sidemirror run --config /etc/sidemirror/sidecar.properties
+//	sidemirror state dump --config /etc/sidemirror/sidecar.properties
 //	sidemirror version
 //
 // It stays thin: load and validate the configuration, build the logger, and
@@ -65,6 +66,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 				Action: func(c *cli.Context) error { return runSidecar(c.String("config")) },
 			},
 			{
+				Name:  "state",
+				Usage: "inspect the " + sidecar.StateTopic + " topic",
+				Subcommands: []*cli.Command{{
+					Name:  "dump",
+					Usage: "print every record of " + sidecar.StateTopic + " as a JSON line",
+					Flags: []cli.Flag{&cli.StringFlag{
+						Name:     "config",
+						Aliases:  []string{"c"},
+						Usage:    "sidecar properties `FILE` (its destination.* settings reach the cluster)",
+						Required: true,
+					}},
+					Action: func(c *cli.Context) error { return dumpState(c.String("config"), c.App.Writer) },
+				}},
+			},
+			{
 				Name:  "version",
 				Usage: "print the version",
 				Action: func(c *cli.Context) error {
@@ -115,5 +131,19 @@ func runSidecar(path string) error {
 		return &exitError{exitRuntime, err}
 	}
 	log.Info("sidemirror stopped")
+	return nil
+}
+
+// dumpState prints __mirror_state as JSON lines.
+func dumpState(path string, stdout io.Writer) error {
+	cfg, err := sidecar.LoadConfig(path)
+	if err != nil {
+		return &exitError{exitUsage, err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := sidecar.DumpState(ctx, cfg, stdout); err != nil {
+		return &exitError{exitRuntime, err}
+	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/statestore"
 )
 
 const (
@@ -116,6 +122,92 @@ func TestBinary(t *testing.T) {
 			}
 		})
 	}
+
+	for _, tc := range badConfigs {
+		t.Run("state dump with a bad config: "+tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, "state", "dump", "--config", writeConfig(t, tc.text))
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if code := exitCode(t, cmd.Run()); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tc.key) {
+				t.Errorf("stderr is not one line naming %q:\n%s", tc.key, msg)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout is not empty: %q", stdout.String())
+			}
+		})
+	}
+
+	t.Run("state dump", func(t *testing.T) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		cfg := writeConfig(t, strings.Join([]string{
+			"local.broker.id=1",
+			"local.bootstrap.servers=" + strings.Join(c.ListenAddrs(), ","),
+			"data.dir=" + t.TempDir(),
+		}, "\n"))
+		dump := func() (stdout, stderr string, code int) {
+			var o, e bytes.Buffer
+			cmd := exec.Command(bin, "state", "dump", "--config", cfg)
+			cmd.Stdout, cmd.Stderr = &o, &e
+			code = exitCode(t, cmd.Run())
+			return o.String(), e.String(), code
+		}
+
+		// No topic yet: a runtime error.
+		if out, errOut, code := dump(); code != 1 || out != "" || !strings.Contains(errOut, statestore.TopicName) {
+			t.Fatalf("dump without the topic: exit %d, stdout %q, stderr %q; want exit 1 naming the topic", code, out, errOut)
+		}
+
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		st, err := statestore.New(cl, statestore.NumPartitions(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		if err := st.EnsureTopic(ctx); err != nil {
+			t.Fatal(err)
+		}
+		key := statestore.PartitionStateKey("my-mirror", "orders", 0)
+		err = st.Write(ctx, statestore.PartitionFor("my-mirror", 3), []statestore.Record{
+			{Key: key, Value: &statestore.PartitionState{State: statestore.StateMirroring, LastSourceOffset: 5}},
+			{Key: key, Value: nil},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		out, errOut, code := dump()
+		if code != 0 {
+			t.Fatalf("exit code %d; stderr:\n%s", code, errOut)
+		}
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("dump printed %d lines, want 2:\n%s", len(lines), out)
+		}
+		var first, second struct {
+			Key   struct{ Mirror string }
+			Value map[string]any
+		}
+		if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.Key.Mirror != "my-mirror" || first.Value["state"] != "MIRRORING" {
+			t.Errorf("first line %s: %v; want my-mirror MIRRORING", lines[0], err)
+		}
+		if err := json.Unmarshal([]byte(lines[1]), &second); err != nil || second.Value != nil {
+			t.Errorf("second line %s: %v; want a null value", lines[1], err)
+		}
+	})
 
 	t.Run("run until SIGTERM", func(t *testing.T) {
 		dataDir := filepath.Join(t.TempDir(), "data")
