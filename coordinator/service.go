@@ -40,6 +40,13 @@ type ServiceConfig struct {
 	// destination's partition leaders (default 2s); controller changes
 	// trigger a check at once.
 	ReconcileInterval time.Duration
+	// FailoverTimeout is how long a sidecar may be silent before the raft
+	// leader moves leadership of its broker's mirror partitions away
+	// (sidecar.failover.timeout.ms, default 15s, DESIGN D7).
+	FailoverTimeout time.Duration
+	// StatePartitions is the partition count of __mirror_state
+	// (default 16).
+	StatePartitions int32
 	// RequestTimeout bounds one admin operation (default 60s).
 	RequestTimeout time.Duration
 	// Now returns the time (tests replace it).
@@ -80,6 +87,12 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = 2 * time.Second
+	}
+	if cfg.FailoverTimeout <= 0 {
+		cfg.FailoverTimeout = 15 * time.Second
+	}
+	if cfg.StatePartitions <= 0 {
+		cfg.StatePartitions = 16
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 60 * time.Second

@@ -97,6 +97,9 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		DataPlane:    c.fetcher,
 		SourceDialer: SourceKgoOpts,
 		Logger:       s.log,
+
+		FailoverTimeout: s.cfg.FailoverTimeout,
+		StatePartitions: s.cfg.StatePartitions,
 	})
 	if err != nil {
 		return nil, err

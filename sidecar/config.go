@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 )
@@ -25,6 +26,8 @@ const (
 	KeyLogFormat             = "log.format"
 	KeyLogLevel              = "log.level"
 	KeyAllowEveryone         = "readonly.allow.everyone.if.no.acl.found"
+	KeyFailoverTimeout       = "sidecar.failover.timeout.ms"
+	KeyStatePartitions       = "mirror.state.topic.num.partitions"
 
 	// DestinationPrefix prefixes the Kafka client properties that the
 	// sidecar uses towards its own (destination) cluster.
@@ -63,6 +66,16 @@ type Config struct {
 	// it; true or false state it. It decides whether read-only mirror topics
 	// get an ALLOW ALL for User:* beside their DENY WRITE (DESIGN D4).
 	AllowEveryone string
+
+	// FailoverTimeout is how long the raft group waits for a silent sidecar
+	// before it moves leadership of that broker's mirror partitions to
+	// brokers with live sidecars (sidecar.failover.timeout.ms, DESIGN D7).
+	FailoverTimeout time.Duration
+
+	// StatePartitions is the partition count of __mirror_state
+	// (mirror.state.topic.num.partitions), used when the sidecars create
+	// it. It must be the same on every sidecar and never change.
+	StatePartitions int32
 }
 
 // RaftPeer is one member of the raft group: a sidecar, identified by the ID
@@ -94,6 +107,9 @@ func DefaultConfig() Config {
 		LogFormat:     "json",
 		LogLevel:      "info",
 		AllowEveryone: "auto",
+
+		FailoverTimeout: 15 * time.Second,
+		StatePartitions: 16,
 	}
 }
 
@@ -150,6 +166,12 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains(allowModes, c.AllowEveryone) {
 		return configErr(KeyAllowEveryone, "%q is not supported (expected %s)", c.AllowEveryone, orList(allowModes))
+	}
+	if c.FailoverTimeout < time.Second {
+		return configErr(KeyFailoverTimeout, "%d is too short (expected at least 1000 ms)", c.FailoverTimeout.Milliseconds())
+	}
+	if c.StatePartitions < 1 || c.StatePartitions > 1000 {
+		return configErr(KeyStatePartitions, "%d is out of range (expected 1 to 1000)", c.StatePartitions)
 	}
 	return nil
 }
@@ -237,6 +259,22 @@ var fields = []field{
 	{KeyLogFormat, "", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 	{KeyLogLevel, "", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{KeyAllowEveryone, "", func(c *Config, v string) error { c.AllowEveryone = v; return nil }},
+	{KeyFailoverTimeout, "", func(c *Config, v string) error {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return configErr(KeyFailoverTimeout, "%q is not an integer (expected milliseconds, at least 1000)", v)
+		}
+		c.FailoverTimeout = time.Duration(ms) * time.Millisecond
+		return nil
+	}},
+	{KeyStatePartitions, "", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return configErr(KeyStatePartitions, "%q is not an integer (expected 1 to 1000)", v)
+		}
+		c.StatePartitions = int32(n)
+		return nil
+	}},
 }
 
 // ParseConfig builds a Config from properties (as read by ParseProperties):
@@ -333,6 +371,8 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyLogFormat, Value: c.LogFormat},
 		Property{Key: KeyLogLevel, Value: c.LogLevel},
 		Property{Key: KeyAllowEveryone, Value: c.AllowEveryone},
+		Property{Key: KeyFailoverTimeout, Value: strconv.FormatInt(c.FailoverTimeout.Milliseconds(), 10)},
+		Property{Key: KeyStatePartitions, Value: strconv.Itoa(int(c.StatePartitions))},
 	)
 }
 
