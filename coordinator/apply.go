@@ -382,3 +382,108 @@ func (c RegisterSidecar) apply(s *State) Result {
 	s.Sidecars[c.ID] = &SidecarInfo{ID: c.ID, RaftAddr: c.RaftAddr, AdminAddr: c.AdminAddr, Version: c.Version}
 	return Result{}
 }
+
+func (c RecordReplicaOrder) apply(s *State) Result {
+	if len(c.Partitions) == 0 {
+		return fail(kerr.InvalidRequest, "RecordReplicaOrder names no partition")
+	}
+	seen := map[TopicPartition]bool{}
+	var add []ReplicaOrder
+	for _, o := range c.Partitions {
+		if p := replicaOrderProblem(o.Topic, o.Partition, o.Replicas); p != "" {
+			return fail(kerr.InvalidRequest, "%s", p)
+		}
+		tp := TopicPartition{o.Topic, o.Partition}
+		if seen[tp] {
+			return fail(kerr.InvalidRequest, "partition %s-%d is listed twice; list it once", o.Topic, o.Partition)
+		}
+		seen[tp] = true
+		if old, ok := s.MovedReplicas(o.Topic, o.Partition); ok {
+			if !slices.Equal(old, o.Replicas) {
+				return fail(kerr.InvalidRequest, "the original replica order of %s-%d is already recorded as %v, not %v; it is restored and cleared first",
+					o.Topic, o.Partition, old, o.Replicas)
+			}
+			continue
+		}
+		if s.Topics[o.Topic] == nil {
+			return unknownTopic(o.Topic)
+		}
+		add = append(add, o)
+	}
+	for _, o := range add {
+		if s.MovedPartitions == nil {
+			s.MovedPartitions = map[string]map[int32][]int32{}
+		}
+		if s.MovedPartitions[o.Topic] == nil {
+			s.MovedPartitions[o.Topic] = map[int32][]int32{}
+		}
+		s.MovedPartitions[o.Topic][o.Partition] = slices.Clone(o.Replicas)
+	}
+	return Result{}
+}
+
+func (c ClearReplicaOrder) apply(s *State) Result {
+	if len(c.Partitions) == 0 {
+		return fail(kerr.InvalidRequest, "ClearReplicaOrder names no partition")
+	}
+	for _, tp := range c.Partitions {
+		if p := nameProblem("topic", tp.Topic); p != "" {
+			return fail(kerr.InvalidRequest, "%s", p)
+		}
+		if tp.Partition < 0 {
+			return fail(kerr.InvalidRequest, "partition %d of topic %s is negative", tp.Partition, tp.Topic)
+		}
+	}
+	for _, tp := range c.Partitions {
+		parts := s.MovedPartitions[tp.Topic]
+		if parts == nil {
+			continue
+		}
+		delete(parts, tp.Partition)
+		if len(parts) == 0 {
+			delete(s.MovedPartitions, tp.Topic)
+		}
+	}
+	if len(s.MovedPartitions) == 0 {
+		s.MovedPartitions = nil
+	}
+	return Result{}
+}
+
+func (c RemoveSidecar) apply(s *State) Result {
+	if c.ID < 0 {
+		return fail(kerr.InvalidRequest, "sidecar ID %d is negative; it is the broker ID of the sidecar's broker", c.ID)
+	}
+	delete(s.Sidecars, c.ID)
+	return Result{}
+}
+
+func (c AlterMirrorPatterns) apply(s *State) Result {
+	m := s.Mirrors[c.Name]
+	if m == nil {
+		return unknownMirror(c.Name)
+	}
+	if r, ok := checkPatterns("include", c.AddInclude); !ok {
+		return r
+	}
+	if r, ok := checkPatterns("exclude", c.AddExclude); !ok {
+		return r
+	}
+	for _, p := range c.AddInclude {
+		if slices.Contains(c.RemoveInclude, p) {
+			return fail(kerr.InvalidRequest, "include pattern %q is both added and removed in one request; do one or the other", p)
+		}
+	}
+	for _, p := range c.AddExclude {
+		if slices.Contains(c.RemoveExclude, p) {
+			return fail(kerr.InvalidRequest, "exclude pattern %q is both added and removed in one request; do one or the other", p)
+		}
+	}
+	drop := func(list, remove []string) []string {
+		return slices.DeleteFunc(slices.Clone(list), func(p string) bool { return slices.Contains(remove, p) })
+	}
+	m.Include = appendUnique(drop(m.Include, c.RemoveInclude), c.AddInclude)
+	m.Exclude = appendUnique(drop(m.Exclude, c.RemoveExclude), c.AddExclude)
+	m.UpdatedMs = c.NowMs
+	return Result{}
+}

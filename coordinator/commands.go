@@ -16,15 +16,20 @@ type CommandType uint8
 
 // Command types.
 const (
-	CmdCreateMirror       CommandType = 1
-	CmdDeleteMirror       CommandType = 2
-	CmdAlterMirrorConfig  CommandType = 3
-	CmdSetSourceClusterID CommandType = 4
-	CmdStartTopics        CommandType = 5
-	CmdSetTopicStatus     CommandType = 6
-	CmdRecordACLs         CommandType = 7
-	CmdSetUnprotected     CommandType = 8
-	CmdRegisterSidecar    CommandType = 9
+	CmdCreateMirror        CommandType = 1
+	CmdDeleteMirror        CommandType = 2
+	CmdAlterMirrorConfig   CommandType = 3
+	CmdSetSourceClusterID  CommandType = 4
+	CmdStartTopics         CommandType = 5
+	CmdSetTopicStatus      CommandType = 6
+	CmdRecordACLs          CommandType = 7
+	CmdSetUnprotected      CommandType = 8
+	CmdRegisterSidecar     CommandType = 9
+	CmdRecordReplicaOrder  CommandType = 10
+	CmdClearReplicaOrder   CommandType = 11
+	CmdRemoveSidecar       CommandType = 12
+	CmdAlterMirrorPatterns CommandType = 13
+	CmdRestartTopics       CommandType = 14
 )
 
 func (t CommandType) String() string {
@@ -59,15 +64,20 @@ type codec struct {
 }
 
 var codecs = map[CommandType]codec{
-	CmdCreateMirror:       {"CreateMirror", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[CreateMirror]}},
-	CmdDeleteMirror:       {"DeleteMirror", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[DeleteMirror]}},
-	CmdAlterMirrorConfig:  {"AlterMirrorConfig", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[AlterMirrorConfig]}},
-	CmdSetSourceClusterID: {"SetSourceClusterID", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetSourceClusterID]}},
-	CmdStartTopics:        {"StartTopics", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[StartTopics]}},
-	CmdSetTopicStatus:     {"SetTopicStatus", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetTopicStatus]}},
-	CmdRecordACLs:         {"RecordACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordACLs]}},
-	CmdSetUnprotected:     {"SetUnprotected", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetUnprotected]}},
-	CmdRegisterSidecar:    {"RegisterSidecar", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RegisterSidecar]}},
+	CmdCreateMirror:        {"CreateMirror", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[CreateMirror]}},
+	CmdDeleteMirror:        {"DeleteMirror", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[DeleteMirror]}},
+	CmdAlterMirrorConfig:   {"AlterMirrorConfig", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[AlterMirrorConfig]}},
+	CmdSetSourceClusterID:  {"SetSourceClusterID", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetSourceClusterID]}},
+	CmdStartTopics:         {"StartTopics", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[StartTopics]}},
+	CmdSetTopicStatus:      {"SetTopicStatus", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetTopicStatus]}},
+	CmdRecordACLs:          {"RecordACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordACLs]}},
+	CmdSetUnprotected:      {"SetUnprotected", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetUnprotected]}},
+	CmdRegisterSidecar:     {"RegisterSidecar", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RegisterSidecar]}},
+	CmdRecordReplicaOrder:  {"RecordReplicaOrder", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordReplicaOrder]}},
+	CmdClearReplicaOrder:   {"ClearReplicaOrder", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[ClearReplicaOrder]}},
+	CmdRemoveSidecar:       {"RemoveSidecar", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RemoveSidecar]}},
+	CmdAlterMirrorPatterns: {"AlterMirrorPatterns", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[AlterMirrorPatterns]}},
+	CmdRestartTopics:       {"RestartTopics", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RestartTopics]}},
 }
 
 // EncodeCommand encodes c: byte 0 is the command type, byte 1 the command
@@ -264,6 +274,35 @@ type RegisterSidecar struct {
 	Version   string `json:"version"`
 }
 
+// RecordReplicaOrder records the original replica order of destination
+// partitions before the raft leader reorders them to move leadership away
+// from a broker whose sidecar is dead (DESIGN D7). A partition that has a
+// record keeps it: the first order recorded is the one to restore, and
+// recording the same order again is a no-op (a retried command).
+type RecordReplicaOrder struct {
+	Partitions []ReplicaOrder `json:"partitions"`
+}
+
+// ReplicaOrder is the replica list of one destination partition, in order.
+type ReplicaOrder struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas"`
+}
+
+// ClearReplicaOrder forgets the recorded replica order of partitions whose
+// order was restored (or no longer needs to be). Clearing a partition
+// without a record is a no-op.
+type ClearReplicaOrder struct {
+	Partitions []TopicPartition `json:"partitions"`
+}
+
+// TopicPartition names one destination partition.
+type TopicPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
 // Type implements Command.
 func (CreateMirror) Type() CommandType { return CmdCreateMirror }
 
@@ -290,3 +329,34 @@ func (SetUnprotected) Type() CommandType { return CmdSetUnprotected }
 
 // Type implements Command.
 func (RegisterSidecar) Type() CommandType { return CmdRegisterSidecar }
+
+// Type implements Command.
+func (RecordReplicaOrder) Type() CommandType { return CmdRecordReplicaOrder }
+
+// Type implements Command.
+func (ClearReplicaOrder) Type() CommandType { return CmdClearReplicaOrder }
+
+// RemoveSidecar forgets a sidecar's registration after it left the raft
+// group. Removing a sidecar that is not registered changes nothing.
+type RemoveSidecar struct {
+	ID int32 `json:"id"`
+}
+
+// AlterMirrorPatterns changes a mirror's include and exclude patterns
+// (mirror.topics.include and mirror.topics.exclude): the Remove lists are
+// taken out, then the Add lists appended. It carries changes rather than
+// the new lists, so that patterns a concurrent Start or Stop adds are kept.
+type AlterMirrorPatterns struct {
+	Name          string   `json:"name"`
+	AddInclude    []string `json:"addInclude"`
+	RemoveInclude []string `json:"removeInclude"`
+	AddExclude    []string `json:"addExclude"`
+	RemoveExclude []string `json:"removeExclude"`
+	NowMs         int64    `json:"nowMs"`
+}
+
+// Type implements Command.
+func (RemoveSidecar) Type() CommandType { return CmdRemoveSidecar }
+
+// Type implements Command.
+func (AlterMirrorPatterns) Type() CommandType { return CmdAlterMirrorPatterns }

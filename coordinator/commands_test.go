@@ -22,6 +22,12 @@ func allCommands() []Command {
 		RecordACLs{Topic: "t", ACLs: []ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:*", Host: "*", Operation: 4, Permission: 2}}},
 		SetUnprotected{Topic: "t", Unprotected: true},
 		RegisterSidecar{ID: 3, RaftAddr: "h:9192", AdminAddr: "h:9191", Version: "v1"},
+		RecordReplicaOrder{Partitions: []ReplicaOrder{{Topic: "t", Partition: 2, Replicas: []int32{3, 1, 2}}}},
+		ClearReplicaOrder{Partitions: []TopicPartition{{Topic: "t", Partition: 2}}},
+		RemoveSidecar{ID: 3},
+		AlterMirrorPatterns{Name: "m", AddInclude: []string{"b.*"}, RemoveInclude: []string{"a.*"},
+			AddExclude: []string{"^y$"}, RemoveExclude: []string{"^x$"}, NowMs: 21},
+		RestartTopics{Mirror: "m", Topics: []string{"t"}, NowMs: 22},
 	}
 }
 

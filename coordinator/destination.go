@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -371,4 +372,25 @@ func (d *Destination) Unprotect(ctx context.Context, acls []ACL) error {
 // sortedKeys returns m's keys in order, so requests are deterministic.
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// EndOffsets returns the log end offset of every partition of a destination
+// topic.
+func (d *Destination) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	offs, err := kadm.NewClient(d.cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	var first error
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			if first == nil {
+				first = o.Err
+			}
+			return
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out, first
 }

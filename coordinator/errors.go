@@ -91,3 +91,7 @@ func (e *NotLeaderError) Error() string {
 func (e *NotLeaderError) Is(target error) bool {
 	return target == ErrNotLeader || (e.Closing && target == ErrClosed)
 }
+
+// errNoCoordinator means no sidecar coordinates a mirror's state yet
+// (__mirror_state is being created or has no leader).
+var errNoCoordinator = errors.New("coordinator: no coordinator for the mirror's state yet")

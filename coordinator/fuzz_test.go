@@ -20,6 +20,8 @@ func FuzzApply(f *testing.F) {
 		SetTopicStatus{Mirror: "m1", Topics: []string{"a", "p", "s", "b", "x"}, Status: TopicStopped},
 		StartTopics{Mirror: "m2", Topics: []StartTopic{{Name: "a", Partitions: 1}, {Name: "s", Partitions: 1}}},
 		AlterMirrorConfig{Name: "m1", Delete: []string{BootstrapServersKey}},
+		RecordReplicaOrder{Partitions: []ReplicaOrder{{Topic: "a", Partition: 0, Replicas: []int32{2, 1, 3}}, {Topic: "s", Partition: 1, Replicas: []int32{1}}}},
+		ClearReplicaOrder{Partitions: []TopicPartition{{Topic: "a", Partition: 0}, {Topic: "gone", Partition: 3}}},
 	} {
 		f.Add(mustEncode(f, c))
 	}

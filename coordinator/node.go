@@ -50,7 +50,8 @@ type NodeConfig struct {
 	// ID (as a decimal string).
 	ID int32
 	// BindAddr is the raft listener; AdvertiseAddr what peers dial ("" =
-	// BindAddr). Unused when Transport is set.
+	// this sidecar's address in Peers, else BindAddr). Unused when
+	// Transport is set.
 	BindAddr, AdvertiseAddr string
 	// DataDir holds raft/raft.db (log and stable store) and raft/snapshots.
 	DataDir string
@@ -98,6 +99,11 @@ func (c NodeConfig) withDefaults() NodeConfig {
 	}
 	if c.AdvertiseAddr == "" {
 		c.AdvertiseAddr = c.BindAddr
+		for _, p := range c.Peers {
+			if p.ID == c.ID && p.Address != "" {
+				c.AdvertiseAddr = p.Address
+			}
+		}
 	}
 	for _, d := range []struct {
 		v   *time.Duration

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"strings"
 	"sync"
@@ -491,4 +492,29 @@ func TestResolveLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTCPTransport runs a group of one on the default TCP transport.
+func TestTCPTransport(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	n, err := OpenNode(NodeConfig{
+		ID: 4, BindAddr: addr, DataDir: t.TempDir(), Peers: []Peer{{4, addr}},
+		Logger: zaptest.NewLogger(t), HeartbeatTimeout: 200 * time.Millisecond,
+		ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	applyOK(t, n, CreateMirror{Name: "tcp", Config: bootstrapConfig()})
+	waitFor(t, clusterTimeout, "self-registration with the raft address", func() bool {
+		ok := false
+		n.FSM().Read(func(s *State) { ok = s.Sidecars[4] != nil && s.Sidecars[4].RaftAddr == addr })
+		return ok
+	})
 }

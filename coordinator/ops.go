@@ -149,6 +149,7 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 	}
 	rows, unreachable := s.gatherRows(ctx, names, st)
 	for _, name := range names {
+		persisted := s.readStates(ctx, name)
 		var dm protocol.DescribedMirror
 		dm.Default()
 		dm.MirrorName = name
@@ -190,6 +191,12 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 						d.State = fetcher.StateStopped.String()
 					default:
 						d.State = fetcher.StateUnknown.String()
+						if ps, ok := persisted[key]; ok {
+							// Its owner is gone or not started yet: show
+							// what it last recorded.
+							d.State = stateName(ps.State)
+							d.LastError = ps.Reason
+						}
 						if len(unreachable) > 0 {
 							d.LastError = strPtr("no sidecar reports this partition; unreachable sidecars: " + strings.Join(unreachable, ", "))
 						}

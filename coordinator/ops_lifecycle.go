@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -101,8 +102,19 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 	if err := s.waitReleased(ctx, mirror, changed); err != nil {
 		s.log.Warn("topics still driven by a sidecar after the status change", zap.Strings("topics", changed), zap.Error(err))
 	}
+	var changedTopics []*MirrorTopic
+	st = s.state()
+	for _, name := range changed {
+		if t := st.Topics[name]; t != nil {
+			changedTopics = append(changedTopics, t)
+		}
+	}
+	boundary := fetcher.StatePaused
 	if status == TopicStopped {
-		st = s.state()
+		boundary = fetcher.StateStopped
+	}
+	s.persistBoundary(ctx, mirror, changedTopics, boundary)
+	if status == TopicStopped {
 		for i, tr := range op.topics {
 			if tr.ErrorCode != 0 {
 				continue
@@ -185,6 +197,7 @@ func (s *Service) resumeTopics(ctx context.Context, r *protocol.ResumeMirrorTopi
 // the mirror is empty or all its topics are stopped.
 func (s *Service) deleteMirror(ctx context.Context, r *protocol.DeleteClusterMirrorRequest) protocol.Response {
 	resp := &protocol.DeleteClusterMirrorResponse{}
+	topics := s.state().TopicsOf(r.MirrorName)
 	res, err := s.apply(ctx, DeleteMirror{Name: r.MirrorName})
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, strPtr(err.Error())
@@ -193,6 +206,11 @@ func (s *Service) deleteMirror(ctx context.Context, r *protocol.DeleteClusterMir
 	if res.ErrorCode != 0 {
 		resp.ErrorCode, resp.ErrorMessage = res.ErrorCode, strPtr(res.ErrorMessage)
 		return resp
+	}
+	if s.states != nil {
+		if err := s.states.tombstone(ctx, r.MirrorName, topics); err != nil {
+			s.log.Warn("could not tombstone the deleted mirror's states in __mirror_state", zap.String("mirror", r.MirrorName), zap.Error(err))
+		}
 	}
 	s.log.Info("deleted mirror", zap.String("mirror", r.MirrorName))
 	s.Kick()

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -78,10 +79,16 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	results := map[string]protocol.MirrorTopicResult{}
 	order := make([]string, 0, len(matched)+len(missing))
 	var start []StartTopic
+	var restart []string
 	owned := map[string][]ACL{}
+	failed := s.failedTopics(ctx, st, m.Name, matched)
 	for _, t := range matched {
 		order = append(order, t.Name)
-		if err := s.prepareTopic(ctx, st, m, src, t, int16(rf), unprotected, owned); err != nil {
+		if err := s.prepareTopic(ctx, st, m, src, t, int16(rf), unprotected, owned, failed); err != nil {
+			if errors.Is(err, errRestart) {
+				restart = append(restart, t.Name)
+				continue
+			}
 			results[t.Name] = topicError(t.Name, err)
 			continue
 		}
@@ -117,6 +124,21 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 			s.log.Info("started mirror topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name))
 		}
 	}
+	if len(restart) > 0 {
+		res, err := s.apply(ctx, RestartTopics{Mirror: m.Name, Topics: restart, NowMs: s.cfg.Now().UnixMilli()})
+		if err == nil && res.ErrorCode != 0 {
+			err = res.Err()
+		}
+		for i, name := range restart {
+			switch {
+			case err != nil:
+				results[name] = topicError(name, err)
+			default:
+				results[name] = topicResult(name, res.Topics[i].ErrorCode, res.Topics[i].ErrorMessage)
+				s.log.Info("restarting the FAILED partitions of a mirror topic", zap.String("mirror", m.Name), zap.String("topic", name))
+			}
+		}
+	}
 	for _, name := range order {
 		resp.Topics = append(resp.Topics, results[name])
 	}
@@ -124,13 +146,42 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	return resp
 }
 
+// errRestart marks a topic that is active in the mirror with FAILED
+// partitions: --start restarts them (DESIGN D16).
+var errRestart = errors.New("coordinator: restart the failed partitions")
+
+// failedTopics returns the topics among matched that are active in the
+// mirror and have a FAILED partition somewhere.
+func (s *Service) failedTopics(ctx context.Context, st *State, mirror string, matched []SourceTopic) map[string]bool {
+	out := map[string]bool{}
+	active := false
+	for _, t := range matched {
+		if cur, ok := st.Topics[t.Name]; ok && cur.Mirror == mirror && cur.Status == TopicActive {
+			active = true
+		}
+	}
+	if !active {
+		return out
+	}
+	rows, _ := s.gatherRows(ctx, []string{mirror}, st)
+	for p, d := range rows {
+		if d.State == fetcher.StateFailed.String() {
+			out[p.Topic] = true
+		}
+	}
+	return out
+}
+
 // prepareTopic checks one topic against the controller state and the
 // destination, creates the destination topic when absent and protects it.
 // ACLs it creates are added to owned.
-func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool, owned map[string][]ACL) error {
+func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool, owned map[string][]ACL, failed map[string]bool) error {
 	if cur, ok := st.Topics[t.Name]; ok && cur.Status != TopicStopped {
 		if cur.Mirror != m.Name {
 			return topicErr(kerr.InvalidRequest, "topic %s is already in mirror %s (%s): stop it there first", t.Name, cur.Mirror, cur.Status)
+		}
+		if cur.Status == TopicActive && failed[t.Name] {
+			return errRestart
 		}
 		return topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,10 +19,19 @@ import (
 // destination's partition leadership until ctx ends (DESIGN D7): the
 // sidecar drives exactly the active mirror partitions its broker leads. It
 // runs on every controller change, on NOT_LEADER from the data plane, and
-// every ReconcileInterval (leadership moves are not pushed to us).
+// every ReconcileInterval (leadership moves are not pushed to us). Beside
+// it runs the failover loop (runFailover), which Run waits for.
 func (s *Service) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.runFailover(ctx) })
 	tick := time.NewTicker(s.cfg.ReconcileInterval)
 	defer tick.Stop()
+	if s.states != nil {
+		s.wg.Add(1)
+		go s.flushLoop(ctx)
+	}
+	defer s.wg.Wait()
 	discovered := map[string]time.Time{} // mirror -> last discovery
 	for {
 		watch := s.cfg.Node.FSM().Watch()
@@ -39,10 +49,23 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-// reconcile runs one pass.
+// reconcile runs one pass. It acts only once this sidecar's controller
+// state has caught up with the raft group: a sidecar that restarts with an
+// old state must not resume a topic that was stopped meanwhile.
 func (s *Service) reconcile(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := s.cfg.Node.WaitCaughtUp(wctx)
+	cancel()
+	if err != nil {
+		return nil // not yet; the next pass retries
+	}
 	st := s.state()
 	s.syncSources(st)
+	if s.states != nil {
+		if err := s.states.refresh(ctx, st); err != nil && ctx.Err() == nil {
+			s.log.Warn("mirror state coordinator", zap.Error(err))
+		}
+	}
 
 	var active []string
 	for name, t := range st.Topics {
@@ -56,14 +79,18 @@ func (s *Service) reconcile(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.mu.Lock()
 		for _, name := range active {
 			t := st.Topics[name]
 			for p := range t.Partitions {
-				if l, ok := leaders[name][p]; ok && l == s.cfg.BrokerID {
-					want[fetcher.Partition{Mirror: t.Mirror, Topic: name, Partition: p}] = true
+				if l, ok := leaders[name][p]; ok && l.leader == s.cfg.BrokerID {
+					fp := fetcher.Partition{Mirror: t.Mirror, Topic: name, Partition: p}
+					want[fp] = true
+					s.epochs[fp] = l.epoch
 				}
 			}
 		}
+		s.mu.Unlock()
 	}
 
 	s.mu.Lock()
@@ -93,6 +120,8 @@ func (s *Service) reconcile(ctx context.Context) error {
 		s.mu.Unlock()
 		s.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 	}
+	s.retryFailed(s.cfg.Now())
+	s.restartRequested(st)
 	for _, p := range toStart {
 		if err := s.cfg.DataPlane.Start(p); err != nil {
 			s.log.Warn("start partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
@@ -140,8 +169,11 @@ func (s *Service) syncSources(st *State) {
 	}
 }
 
+// leadership is a destination partition's leader and leader epoch.
+type leadership struct{ leader, epoch int32 }
+
 // leaders returns the destination leader of every partition of topics.
-func (s *Service) leaders(ctx context.Context, topics []string) (map[string]map[int32]int32, error) {
+func (s *Service) leaders(ctx context.Context, topics []string) (map[string]map[int32]leadership, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
@@ -154,15 +186,15 @@ func (s *Service) leaders(ctx context.Context, topics []string) (map[string]map[
 	if err != nil {
 		return nil, fmt.Errorf("destination metadata: %w", err)
 	}
-	out := map[string]map[int32]int32{}
+	out := map[string]map[int32]leadership{}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || kerr.ErrorForCode(t.ErrorCode) != nil {
 			continue
 		}
-		m := map[int32]int32{}
+		m := map[int32]leadership{}
 		for _, p := range t.Partitions {
 			if kerr.ErrorForCode(p.ErrorCode) == nil {
-				m[p.Partition] = p.Leader
+				m[p.Partition] = leadership{leader: p.Leader, epoch: p.LeaderEpoch}
 			}
 		}
 		out[*t.Topic] = m

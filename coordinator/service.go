@@ -8,12 +8,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
+	"github.com/sidemirror/sidemirror/statestore"
 )
 
 // DataPlane is what the coordinator needs of the data plane
@@ -49,8 +51,15 @@ type ServiceConfig struct {
 	StatePartitions int32
 	// RequestTimeout bounds one admin operation (default 60s).
 	RequestTimeout time.Duration
+	// StateStore is the __mirror_state topic; nil runs without persisted
+	// partition states (unit tests).
+	StateStore *statestore.Store
 	// Now returns the time (tests replace it).
 	Now func() time.Time
+	// Registerer gets the service's metrics (sidemirror_sidecars_alive,
+	// sidemirror_partition_leadership_moves_total) while Run runs; nil
+	// registers none.
+	Registerer prometheus.Registerer
 }
 
 // Service is the sidecar's controller role: it answers the admin endpoint
@@ -62,9 +71,17 @@ type Service struct {
 
 	kick chan struct{} // asks the reconcile loop to run now
 
-	mu      sync.Mutex
-	running map[fetcher.Partition]bool // partitions started on the data plane
-	sources map[string]string          // mirror -> fingerprint of its source config
+	states   *stateCoordinator // nil without a StateStore
+	flushNow chan struct{}     // asks the state writer to flush now
+	wg       sync.WaitGroup    // goroutines started by Run
+
+	mu         sync.Mutex
+	running    map[fetcher.Partition]bool        // partitions started on the data plane
+	sources    map[string]string                 // mirror -> fingerprint of its source config
+	epochs     map[fetcher.Partition]int32       // destination leader epochs seen by reconcile
+	pending    map[fetcher.Partition]stateUpdate // states not yet persisted
+	retries    map[fetcher.Partition]*retryState // automatic retries of FAILED partitions
+	restartGen map[string]int64                  // RestartGen of each topic seen by reconcile
 }
 
 // NewService checks cfg and returns a Service; Run starts its loop.
@@ -100,13 +117,23 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("coordinator"),
-		kick:    make(chan struct{}, 1),
-		running: map[fetcher.Partition]bool{},
-		sources: map[string]string{},
-	}, nil
+	s := &Service{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("coordinator"),
+		kick:     make(chan struct{}, 1),
+		flushNow: make(chan struct{}, 1),
+		running:  map[fetcher.Partition]bool{},
+		sources:  map[string]string{},
+		epochs:   map[fetcher.Partition]int32{},
+		pending:  map[fetcher.Partition]stateUpdate{},
+		retries:  map[fetcher.Partition]*retryState{},
+
+		restartGen: map[string]int64{},
+	}
+	if cfg.StateStore != nil {
+		s.states = newStateCoordinator(cfg.StateStore, cfg.DestClient, cfg.BrokerID, s.log.Named("state"))
+	}
+	return s, nil
 }
 
 // NotLeader is the data plane's OnNotLeader callback: the local broker no
@@ -130,6 +157,16 @@ func (s *Service) Kick() {
 func (s *Service) Handle(ctx context.Context, c *protocol.ConnInfo, req protocol.Request) protocol.Response {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
+	if _, internal := req.(*protocol.ApplyCommandRequest); !internal {
+		wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+		err := s.cfg.Node.WaitCaughtUp(wctx)
+		wcancel()
+		if err != nil {
+			resp := req.ResponseKind()
+			setError(resp, kerr.CoordinatorNotAvailable.Code, err.Error())
+			return resp
+		}
+	}
 	switch r := req.(type) {
 	case *protocol.ApplyCommandRequest:
 		return s.applyCommand(ctx, r)
@@ -151,11 +188,30 @@ func (s *Service) Handle(ctx context.Context, c *protocol.ConnInfo, req protocol
 		return s.resumeTopics(ctx, r)
 	case *protocol.DeleteClusterMirrorRequest:
 		return s.deleteMirror(ctx, r)
-	default:
-		resp := req.ResponseKind()
-		setError(resp, kerr.UnsupportedVersion.Code, fmt.Sprintf("%s is not supported by this sidecar yet", protocol.KeyName(req.Key())))
-		return resp
+	case *protocol.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(ctx, r)
+	case *protocol.DescribeConfigsRequest:
+		return s.describeConfigs(r)
+	case *protocol.AddSidecarRequest:
+		return s.addSidecar(ctx, r)
+	case *protocol.RemoveSidecarRequest:
+		return s.removeSidecar(ctx, r)
+	case *protocol.DescribeSidecarsRequest:
+		return s.describeSidecars(r)
+	case *protocol.ReadMirrorStatesRequest:
+		if s.states == nil {
+			break
+		}
+		return s.states.read(r)
+	case *protocol.WriteMirrorStatesRequest:
+		if s.states == nil {
+			break
+		}
+		return s.states.write(ctx, r, s.cfg.Now().UnixMilli())
 	}
+	resp := req.ResponseKind()
+	setError(resp, kerr.UnsupportedVersion.Code, fmt.Sprintf("%s is not supported by this sidecar yet", protocol.KeyName(req.Key())))
+	return resp
 }
 
 // applyCommand applies a command forwarded by a follower sidecar.

@@ -14,6 +14,13 @@ type State struct {
 	Mirrors  map[string]*Mirror      `json:"mirrors"`  // by mirror name
 	Topics   map[string]*MirrorTopic `json:"topics"`   // by destination topic name (= source topic name)
 	Sidecars map[int32]*SidecarInfo  `json:"sidecars"` // the raft members' addresses, by broker ID
+	// MovedPartitions holds the original replica order of every destination
+	// partition whose leadership the raft leader moved away from a broker
+	// with a dead sidecar (DESIGN D7), by topic and partition, so that it
+	// can be restored when the sidecar is back. Entries outlive their
+	// mirror topic (a topic stopped or deleted meanwhile is still restored).
+	// nil when empty; omitted from snapshots then.
+	MovedPartitions map[string]map[int32][]int32 `json:"movedPartitions,omitempty"`
 }
 
 // Mirror is one cluster mirror (KIP-1279 §1.1).
@@ -109,6 +116,9 @@ type MirrorTopic struct {
 	// Unprotected is set when the topic is mirrored without read-only
 	// enforcement (mirror.readonly.enforcement=none).
 	Unprotected bool `json:"unprotected"`
+	// RestartGen counts operator restarts (--start) of the active topic;
+	// sidecars restart its FAILED partitions when it grows.
+	RestartGen int64 `json:"restartGen,omitempty"`
 }
 
 // ACL is one Kafka ACL binding, with the int8 codes of the Kafka protocol.
@@ -159,7 +169,24 @@ func (s *State) Clone() *State {
 		}
 		c.Sidecars[k] = sc
 	}
+	if s.MovedPartitions != nil {
+		c.MovedPartitions = make(map[string]map[int32][]int32, len(s.MovedPartitions))
+		for topic, parts := range s.MovedPartitions {
+			cp := make(map[int32][]int32, len(parts))
+			for p, replicas := range parts {
+				cp[p] = slices.Clone(replicas)
+			}
+			c.MovedPartitions[topic] = cp
+		}
+	}
 	return c
+}
+
+// MovedReplicas returns the original replica order recorded for a moved
+// partition, and whether there is one. The slice belongs to the state.
+func (s *State) MovedReplicas(topic string, partition int32) ([]int32, bool) {
+	r, ok := s.MovedPartitions[topic][partition]
+	return r, ok
 }
 
 // Clone returns a deep copy of m (nil for nil).
@@ -255,5 +282,39 @@ func (s *State) Validate() error {
 			return fmt.Errorf("%w: sidecar %d is stored under the key %d", ErrInvalidState, sc.ID, id)
 		}
 	}
+	for _, topic := range slices.Sorted(maps.Keys(s.MovedPartitions)) {
+		parts := s.MovedPartitions[topic]
+		if len(parts) == 0 {
+			return fmt.Errorf("%w: moved partitions of topic %q: empty entry", ErrInvalidState, topic)
+		}
+		for _, p := range slices.Sorted(maps.Keys(parts)) {
+			if problem := replicaOrderProblem(topic, p, parts[p]); problem != "" {
+				return fmt.Errorf("%w: %s", ErrInvalidState, problem)
+			}
+		}
+	}
 	return nil
+}
+
+// replicaOrderProblem describes what is wrong with a recorded replica
+// order, or returns "".
+func replicaOrderProblem(topic string, partition int32, replicas []int32) string {
+	if p := nameProblem("topic", topic); p != "" {
+		return p
+	}
+	if partition < 0 {
+		return fmt.Sprintf("partition %d of topic %s is negative", partition, topic)
+	}
+	if len(replicas) == 0 {
+		return fmt.Sprintf("the replica order of %s-%d is empty", topic, partition)
+	}
+	for i, r := range replicas {
+		if r < 0 {
+			return fmt.Sprintf("the replica order %v of %s-%d holds the negative broker ID %d", replicas, topic, partition, r)
+		}
+		if slices.Contains(replicas[:i], r) {
+			return fmt.Sprintf("the replica order %v of %s-%d holds broker %d twice", replicas, topic, partition, r)
+		}
+	}
+	return ""
 }

@@ -5,13 +5,20 @@ import (
 	"strconv"
 )
 
-// API keys of the admin endpoint. ApiVersions is Kafka's own; the mirror
-// APIs of KIP-1279 have no assigned keys yet ("TBD"), so sidemirror uses a
-// private block from 1000 up, far from Kafka's keys.
+// API keys of the admin endpoint. ApiVersions, DescribeConfigs and
+// IncrementalAlterConfigs are Kafka's own; the mirror APIs of KIP-1279 have
+// no assigned keys yet ("TBD"), so sidemirror uses a private block from 1000
+// up, far from Kafka's keys, also for its own APIs.
 const (
 	// KeyApiVersions is Kafka's ApiVersions (versions 0-3), answered by the
 	// Server itself from this registry.
 	KeyApiVersions int16 = 18
+	// KeyDescribeConfigs is Kafka's DescribeConfigs (versions 0-4), served
+	// for CLUSTER_MIRROR (64) resources: a mirror's configuration.
+	KeyDescribeConfigs int16 = 32
+	// KeyIncrementalAlterConfigs is Kafka's IncrementalAlterConfigs
+	// (versions 0-1), served for CLUSTER_MIRROR (64) resources.
+	KeyIncrementalAlterConfigs int16 = 44
 
 	// KeyCreateClusterMirror creates a mirror and stores its configuration.
 	KeyCreateClusterMirror int16 = 1000
@@ -43,6 +50,14 @@ const (
 	// KeyDescribeLocalPartitions asks one sidecar for the describe rows of
 	// the mirror partitions it owns (internal, sidemirror only).
 	KeyDescribeLocalPartitions int16 = 1011
+	// KeyAddSidecar adds a sidecar to the raft group (sidemirror only).
+	KeyAddSidecar int16 = 1012
+	// KeyRemoveSidecar removes a sidecar from the raft group (sidemirror
+	// only).
+	KeyRemoveSidecar int16 = 1013
+	// KeyDescribeSidecars lists the raft group's members and its leader
+	// (sidemirror only).
+	KeyDescribeSidecars int16 = 1014
 )
 
 // Message is what requests and responses have in common.
@@ -104,6 +119,16 @@ var apis = []API{
 		NewResponse: func() Response { return NewApiVersionsResponse() },
 	},
 	{
+		Key: KeyDescribeConfigs, Name: "DescribeConfigs", MinVersion: 0, MaxVersion: 4, FlexibleFrom: 4,
+		NewRequest:  func() Request { return new(DescribeConfigsRequest) },
+		NewResponse: func() Response { return new(DescribeConfigsResponse) },
+	},
+	{
+		Key: KeyIncrementalAlterConfigs, Name: "IncrementalAlterConfigs", MinVersion: 0, MaxVersion: 1, FlexibleFrom: 1,
+		NewRequest:  func() Request { return new(IncrementalAlterConfigsRequest) },
+		NewResponse: func() Response { return new(IncrementalAlterConfigsResponse) },
+	},
+	{
 		Key: KeyCreateClusterMirror, Name: "CreateClusterMirror",
 		NewRequest:  func() Request { return new(CreateClusterMirrorRequest) },
 		NewResponse: func() Response { return new(CreateClusterMirrorResponse) },
@@ -162,6 +187,21 @@ var apis = []API{
 		Key: KeyDescribeLocalPartitions, Name: "DescribeLocalPartitions", Internal: true,
 		NewRequest:  func() Request { return new(DescribeLocalPartitionsRequest) },
 		NewResponse: func() Response { return new(DescribeLocalPartitionsResponse) },
+	},
+	{
+		Key: KeyAddSidecar, Name: "AddSidecar",
+		NewRequest:  func() Request { return new(AddSidecarRequest) },
+		NewResponse: func() Response { return new(AddSidecarResponse) },
+	},
+	{
+		Key: KeyRemoveSidecar, Name: "RemoveSidecar",
+		NewRequest:  func() Request { return new(RemoveSidecarRequest) },
+		NewResponse: func() Response { return new(RemoveSidecarResponse) },
+	},
+	{
+		Key: KeyDescribeSidecars, Name: "DescribeSidecars",
+		NewRequest:  func() Request { return new(DescribeSidecarsRequest) },
+		NewResponse: func() Response { return new(DescribeSidecarsResponse) },
 	},
 }
 

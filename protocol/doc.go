@@ -11,11 +11,16 @@
 // Response: Key, Version/SetVersion, AppendTo (encode the body) and ReadFrom
 // (decode it; unknown tagged fields are skipped, trailing bytes are an
 // error). The registry in apis.go lists each API's key, name and versions
-// (APIs, LookupAPI, NewRequest). Besides Kafka's ApiVersions (18), the APIs
-// are KIP-1279's, under private keys from 1000 (KeyCreateClusterMirror ...
-// KeyWriteMirrorStates), plus two internal to sidemirror: ApplyCommand
-// (forward a raft command to the leader) and DescribeLocalPartitions (one
-// sidecar's describe rows). All private APIs are version 0 and flexible.
+// (APIs, LookupAPI, NewRequest). Besides Kafka's ApiVersions (18),
+// DescribeConfigs (32, versions 0-4) and IncrementalAlterConfigs (44,
+// versions 0-1), served for the CLUSTER_MIRROR (64) config resource, the
+// APIs are KIP-1279's, under private keys from 1000 (KeyCreateClusterMirror
+// ... KeyWriteMirrorStates), plus sidemirror's own: ApplyCommand (forward a
+// raft command to the leader), DescribeLocalPartitions (one sidecar's
+// describe rows), and AddSidecar, RemoveSidecar and DescribeSidecars (the
+// raft group's membership). All private APIs are version 0 and flexible;
+// Kafka's own APIs keep their non-flexible early versions
+// (codec_versions.go).
 // Field names follow the KIP's schemas (ThrottleTimeMs, TopicId,
 // SourceClusterId); sidemirror's additions are tagged fields, documented in
 // each message's file.
@@ -34,6 +39,6 @@
 // an *Error that unwraps to franz-go's kerr error.
 //
 // Files: apis.go (keys, registry, interfaces), header.go (request and
-// response headers), codec.go (shared encoding helpers), errors.go, one
-// file per message, server.go, client.go.
+// response headers), codec.go and codec_versions.go (shared encoding
+// helpers), errors.go, one file per message, server.go, client.go.
 package protocol

@@ -153,15 +153,24 @@ func FuzzServeConn(f *testing.F) {
 	})
 }
 
-// echoHandler answers every request with its API's sample response, or an
-// empty one.
+// echoHandler answers every request with its API's sample response of the
+// request's version, else its first sample response, or an empty one.
 type echoHandler struct{}
 
 func (echoHandler) Handle(_ context.Context, _ *ConnInfo, req Request) Response {
+	var first Response
 	for _, m := range sampleMessages() {
 		if _, isReq := m.(Request); !isReq && m.Key() == req.Key() {
-			return m.(Response)
+			if m.Version() == req.Version() {
+				return m.(Response)
+			}
+			if first == nil {
+				first = m.(Response)
+			}
 		}
+	}
+	if first != nil {
+		return first
 	}
 	return req.ResponseKind()
 }

@@ -47,7 +47,11 @@ import "github.com/twmb/franz-go/pkg/kbin"
 //	          "about": "The state before the last transition; 16 if not recorded." },
 //	        { "name": "RetryAttempt", "type": "int16", "versions": "0+", "default": "0",
 //	          "taggedVersions": "0+", "tag": 1,
-//	          "about": "The number of automatic retries while in FAILED." }
+//	          "about": "The number of automatic retries while in FAILED." },
+//	        { "name": "Reason", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//	          "taggedVersions": "0+", "tag": 2, "about": "Why the partition FAILED (sidemirror)." },
+//	        { "name": "LastSourceOffset", "type": "int64", "versions": "0+", "default": "-1",
+//	          "taggedVersions": "0+", "tag": 3, "about": "The stop boundary or last mirrored position (sidemirror)." }
 //	      ]}
 //	    ]}
 //	  ]
@@ -140,17 +144,19 @@ type ReadMirrorStatesResponseTopic struct {
 // ReadMirrorStatesResponsePartition is one partition's state. Use Default
 // for a value with the schema's defaults.
 type ReadMirrorStatesResponsePartition struct {
-	PartitionIndex  int32 `json:"partitionIndex"`
-	LastMirrorEpoch int32 `json:"lastMirrorEpoch"` // -1 if none
-	State           int8  `json:"state"`           // D16 state code
-	ErrorCode       int16 `json:"errorCode"`
-	PreviousState   int8  `json:"previousState"` // tag 0, default PreviousStateNotRecorded
-	RetryAttempt    int16 `json:"retryAttempt"`  // tag 1
+	PartitionIndex   int32   `json:"partitionIndex"`
+	LastMirrorEpoch  int32   `json:"lastMirrorEpoch"` // -1 if none
+	State            int8    `json:"state"`           // D16 state code
+	ErrorCode        int16   `json:"errorCode"`
+	PreviousState    int8    `json:"previousState"`    // tag 0, default PreviousStateNotRecorded
+	RetryAttempt     int16   `json:"retryAttempt"`     // tag 1
+	Reason           *string `json:"reason"`           // tag 2, why FAILED
+	LastSourceOffset int64   `json:"lastSourceOffset"` // tag 3, -1 if unknown
 }
 
 // Default sets the schema's defaults.
 func (p *ReadMirrorStatesResponsePartition) Default() {
-	*p = ReadMirrorStatesResponsePartition{LastMirrorEpoch: -1, PreviousState: PreviousStateNotRecorded}
+	*p = ReadMirrorStatesResponsePartition{LastMirrorEpoch: -1, PreviousState: PreviousStateNotRecorded, LastSourceOffset: -1}
 }
 
 func (t *ReadMirrorStatesResponseTopic) appendTo(dst []byte) []byte {
@@ -177,6 +183,12 @@ func (p *ReadMirrorStatesResponsePartition) appendTo(dst []byte) []byte {
 	if p.RetryAttempt != 0 {
 		tw.add(1, kbin.AppendInt16(nil, p.RetryAttempt))
 	}
+	if p.Reason != nil {
+		tw.add(2, kbin.AppendCompactNullableString(nil, p.Reason))
+	}
+	if p.LastSourceOffset != -1 {
+		tw.add(3, kbin.AppendInt64(nil, p.LastSourceOffset))
+	}
 	return tw.appendTo(dst)
 }
 
@@ -192,6 +204,10 @@ func (p *ReadMirrorStatesResponsePartition) readFrom(d *decoder) {
 			p.PreviousState = f.int8()
 		case 1:
 			p.RetryAttempt = f.int16()
+		case 2:
+			p.Reason = f.nullableString()
+		case 3:
+			p.LastSourceOffset = f.int64()
 		default:
 			return false
 		}

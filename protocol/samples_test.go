@@ -62,7 +62,7 @@ func sampleDescribedMirrors() []DescribedMirror {
 // is at its highest version.
 func sampleMessages() []Message {
 	apiVersionsV := func(m Message, v int16) Message { m.SetVersion(v); return m }
-	return []Message{
+	return append([]Message{
 		apiVersionsV(&ApiVersionsRequest{}, 0),
 		apiVersionsV(&ApiVersionsRequest{ClientSoftwareName: "sidemirror", ClientSoftwareVersion: "1.2.3"}, 3),
 		apiVersionsV(&ApiVersionsResponse{
@@ -154,7 +154,7 @@ func sampleMessages() []Message {
 		&ReadMirrorStatesResponse{
 			ThrottleTimeMs: 9, ErrorCode: 11, ErrorMessage: strp("read"),
 			Topics: []ReadMirrorStatesResponseTopic{{Name: "foo", Partitions: []ReadMirrorStatesResponsePartition{
-				{PartitionIndex: 1, LastMirrorEpoch: 5, State: 7, ErrorCode: 6, PreviousState: 2, RetryAttempt: 3},
+				{PartitionIndex: 1, LastMirrorEpoch: 5, State: 7, ErrorCode: 6, PreviousState: 2, RetryAttempt: 3, Reason: strp("batch at offset 7 is transactional"), LastSourceOffset: 7},
 				{PartitionIndex: 2, LastMirrorEpoch: 6, State: 4, ErrorCode: 1, PreviousState: 3, RetryAttempt: 1},
 			}}},
 		},
@@ -162,7 +162,7 @@ func sampleMessages() []Message {
 		&WriteMirrorStatesRequest{
 			MirrorName: "my-mirror",
 			Topics: []WriteMirrorStatesRequestTopic{{Name: "foo", Partitions: []WriteMirrorStatesRequestPartition{
-				{PartitionIndex: 3, LastMirrorEpoch: 9, State: 6, PreviousState: 5, RetryAttempt: 2, DestinationLeaderEpoch: 12},
+				{PartitionIndex: 3, LastMirrorEpoch: 9, State: 6, PreviousState: 5, RetryAttempt: 2, DestinationLeaderEpoch: 12, Reason: strp("corrupt batch"), LastSourceOffset: 44},
 			}}},
 			StoppedTopics: []string{"foo", "bar"},
 		},
@@ -178,5 +178,5 @@ func sampleMessages() []Message {
 
 		&DescribeLocalPartitionsRequest{MirrorNames: []string{"my-mirror"}},
 		&DescribeLocalPartitionsResponse{ThrottleTimeMs: 12, ErrorCode: 13, ErrorMessage: strp("local"), Mirrors: sampleDescribedMirrors()},
-	}
+	}, configAndMembershipSamples()...)
 }

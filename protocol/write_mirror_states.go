@@ -10,7 +10,8 @@ import "github.com/twmb/franz-go/pkg/kbin"
 // and RetryAttempt (tag 1), which the KIP's request cannot carry although
 // ReadMirrorStates returns them, and DestinationLeaderEpoch (tag 2), the
 // writer's destination leader epoch, with which the coordinator fences stale
-// writers (DESIGN.md D6).
+// writers (DESIGN.md D6); Reason (tag 3), why a partition FAILED; and
+// LastSourceOffset (tag 4), the stop boundary.
 //
 //	{
 //	  "apiKey": 1009,
@@ -35,7 +36,13 @@ import "github.com/twmb/franz-go/pkg/kbin"
 //	          "about": "The number of automatic retries while in FAILED." },
 //	        { "name": "DestinationLeaderEpoch", "type": "int32", "versions": "0+", "default": "-1",
 //	          "taggedVersions": "0+", "tag": 2,
-//	          "about": "The writer's destination leader epoch of the partition, or -1." }
+//	          "about": "The writer's destination leader epoch of the partition, or -1." },
+//	        { "name": "Reason", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
+//	          "taggedVersions": "0+", "tag": 3,
+//	          "about": "Why the partition FAILED, or null." },
+//	        { "name": "LastSourceOffset", "type": "int64", "versions": "0+", "default": "-1",
+//	          "taggedVersions": "0+", "tag": 4,
+//	          "about": "The next source offset to mirror (the destination log end offset), or -1." }
 //	      ]}
 //	    ]},
 //	    { "name": "StoppedTopics", "type": "[]string", "versions": "0+", "entityType": "topicName",
@@ -81,12 +88,14 @@ type WriteMirrorStatesRequestTopic struct {
 // WriteMirrorStatesRequestPartition is one partition's new state. Use
 // Default for a value with the schema's defaults.
 type WriteMirrorStatesRequestPartition struct {
-	PartitionIndex         int32 `json:"partitionIndex"`
-	LastMirrorEpoch        int32 `json:"lastMirrorEpoch"`        // -1 if none
-	State                  int8  `json:"state"`                  // D16 state code
-	PreviousState          int8  `json:"previousState"`          // tag 0, default PreviousStateNotRecorded
-	RetryAttempt           int16 `json:"retryAttempt"`           // tag 1
-	DestinationLeaderEpoch int32 `json:"destinationLeaderEpoch"` // tag 2, -1 if unknown
+	PartitionIndex         int32   `json:"partitionIndex"`
+	LastMirrorEpoch        int32   `json:"lastMirrorEpoch"`        // -1 if none
+	State                  int8    `json:"state"`                  // D16 state code
+	PreviousState          int8    `json:"previousState"`          // tag 0, default PreviousStateNotRecorded
+	RetryAttempt           int16   `json:"retryAttempt"`           // tag 1
+	DestinationLeaderEpoch int32   `json:"destinationLeaderEpoch"` // tag 2, -1 if unknown
+	Reason                 *string `json:"reason"`                 // tag 3, why FAILED
+	LastSourceOffset       int64   `json:"lastSourceOffset"`       // tag 4, -1 if unknown
 }
 
 // Default sets the schema's defaults.
@@ -95,6 +104,7 @@ func (p *WriteMirrorStatesRequestPartition) Default() {
 		LastMirrorEpoch:        -1,
 		PreviousState:          PreviousStateNotRecorded,
 		DestinationLeaderEpoch: -1,
+		LastSourceOffset:       -1,
 	}
 }
 
@@ -124,6 +134,12 @@ func (p *WriteMirrorStatesRequestPartition) appendTo(dst []byte) []byte {
 	if p.DestinationLeaderEpoch != -1 {
 		tw.add(2, kbin.AppendInt32(nil, p.DestinationLeaderEpoch))
 	}
+	if p.Reason != nil {
+		tw.add(3, kbin.AppendCompactNullableString(nil, p.Reason))
+	}
+	if p.LastSourceOffset != -1 {
+		tw.add(4, kbin.AppendInt64(nil, p.LastSourceOffset))
+	}
 	return tw.appendTo(dst)
 }
 
@@ -140,6 +156,10 @@ func (p *WriteMirrorStatesRequestPartition) readFrom(d *decoder) {
 			p.RetryAttempt = f.int16()
 		case 2:
 			p.DestinationLeaderEpoch = f.int32()
+		case 3:
+			p.Reason = f.nullableString()
+		case 4:
+			p.LastSourceOffset = f.int64()
 		default:
 			return false
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/sidemirror/sidemirror/coordinator"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
+	"github.com/sidemirror/sidemirror/statestore"
 )
 
 // components are the parts of a running sidecar besides its HTTP server:
@@ -25,6 +26,7 @@ type components struct {
 	peers    *coordinator.Peers
 	node     *coordinator.Node
 	fetcher  *fetcher.Manager
+	states   *statestore.Store
 	service  *coordinator.Service
 	admin    *protocol.Server
 	adminLn  net.Listener
@@ -84,8 +86,16 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 				svc.NotLeader(p)
 			}
 		}),
+		fetcher.OnStateChange(func(ps fetcher.PartitionStatus) {
+			if svc != nil {
+				svc.StateChanged(ps)
+			}
+		}),
 	)
 	if err != nil {
+		return nil, err
+	}
+	if c.states, err = statestore.New(c.dest, statestore.NumPartitions(s.cfg.StatePartitions), statestore.Logger(s.log)); err != nil {
 		return nil, err
 	}
 	svc, err = coordinator.NewService(coordinator.ServiceConfig{
@@ -98,8 +108,10 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		SourceDialer: SourceKgoOpts,
 		Logger:       s.log,
 
+		StateStore:      c.states,
 		FailoverTimeout: s.cfg.FailoverTimeout,
 		StatePartitions: s.cfg.StatePartitions,
+		Registerer:      s.reg,
 	})
 	if err != nil {
 		return nil, err
@@ -152,6 +164,9 @@ func (c *components) stop(ctx context.Context) error {
 		}
 	}
 	// 6. Close the Kafka clients and peer connections.
+	if c.states != nil {
+		c.states.Close()
+	}
 	if c.peers != nil {
 		c.peers.Close()
 	}

@@ -16,7 +16,15 @@ import (
 )
 
 // The actions, in the order the error messages list them.
-var actions = []string{"create", "delete", "describe", "list", "start", "stop", "pause", "resume"}
+var actions = []string{"create", "delete", "describe", "list", "start", "stop", "pause", "resume", "alter",
+	"add-sidecar", "remove-sidecar", "list-sidecars"}
+
+// sidecarActions change or list the raft group; they take no --mirror.
+var sidecarActions = map[string]bool{"add-sidecar": true, "remove-sidecar": true, "list-sidecars": true}
+
+// clusterMirrorsEntityType is kafka-configs.sh's --entity-type of mirrors
+// (KIP-1279 §8.3).
+const clusterMirrorsEntityType = "cluster-mirrors"
 
 // topicActions take --topics.
 var topicActions = map[string]bool{"start": true, "stop": true, "pause": true, "resume": true}
@@ -37,6 +45,23 @@ Option                                  Description
                                           of the destination cluster. Several
                                           may be given, comma-separated; the
                                           first that connects is used.
+--add-config <String: key=value,...>    Configs of the mirror to set, with
+                                          --alter: comma-separated key=value
+                                          entries; a value with commas goes
+                                          in square brackets (key=[a,b]).
+--add-config-file <String: property     Property file with configs of the
+  file>                                   mirror to set, with --alter (keeps
+                                          secrets off the command line).
+--add-sidecar                           Add a sidecar to the raft group of
+                                          the sidecars (with --broker-id,
+                                          --raft-address, --admin-address).
+--admin-address <String: host:port>     The admin endpoint of the sidecar to
+                                          add.
+--alter                                 Alter the configuration of a cluster
+                                          mirror (with --add-config,
+                                          --add-config-file, --delete-config).
+--broker-id <Integer: broker ID>        The broker ID of the sidecar to add or
+                                          remove.
 --command-config <String: command       Property file containing configs to be
   config property file>                   passed to the admin client
                                           (client.id, request.timeout.ms,
@@ -44,14 +69,23 @@ Option                                  Description
 --create                                Create a new cluster mirror from a
                                           source cluster.
 --delete                                Delete a cluster mirror.
+--delete-config <String: key,...>       Configs of the mirror to remove, with
+                                          --alter: comma-separated keys.
 --describe                              Describe a cluster mirror including
                                           partition lag and state.
+--entity-name <String: mirror>          kafka-configs.sh's spelling of
+                                          --mirror, with --entity-type
+                                          cluster-mirrors.
+--entity-type <String: entity type>     kafka-configs.sh's entity type; only
+                                          cluster-mirrors is served.
 --exclude <String: exclude patterns>    Comma-separated list of topic names or
                                           regex patterns to exclude from
                                           mirroring. Only valid with --start.
 --help                                  Print usage information.
 --json                                  Output description in JSON format
 --list                                  List all cluster mirrors.
+--list-sidecars                         List the sidecars of the raft group
+                                          and which one leads.
 --mirror <String: mirror>               The name of the cluster mirror. It
                                           must not end with .stopped or
                                           .paused.
@@ -59,6 +93,10 @@ Option                                  Description
   property file>                          cluster configs for mirroring.
 --pause                                 Pause mirroring for topics matching
                                           the given patterns.
+--raft-address <String: host:port>      The raft address of the sidecar to
+                                          add.
+--remove-sidecar                        Remove a sidecar from the raft group
+                                          (with --broker-id).
 --resume                                Resume mirroring for previously paused
                                           topics matching the given patterns.
 --start                                 Start mirroring topics matching the
@@ -83,6 +121,17 @@ type Config struct {
 	Exclude           []string // --exclude, split on commas
 	JSON              bool     // --json
 
+	AddConfigFlag  string   // --add-config, parsed by Load
+	AddConfigFile  string   // --add-config-file
+	DeleteConfig   []string // --delete-config, split on commas
+	EntityType     string   // --entity-type
+	BrokerID       int64    // --broker-id
+	brokerIDGiven  bool
+	entityConflict bool       // --mirror and --entity-name differ
+	RaftAddress    string     // --raft-address
+	AdminAddress   string     // --admin-address
+	AddConfig      []property // --add-config and --add-config-file entries, by Load
+
 	// Loaded from the property files by Load.
 	MirrorConfig   []property    // --mirror-config's entries, in file order
 	ClientID       string        // client.id of --command-config
@@ -101,6 +150,21 @@ func configFromFlags(c *cli.Context) Config {
 		JSON:              c.Bool("json"),
 		ClientID:          defaultClientID,
 		RequestTimeout:    defaultRequestTimeout,
+
+		AddConfigFlag: c.String("add-config"),
+		AddConfigFile: c.String("add-config-file"),
+		DeleteConfig:  splitList(c.String("delete-config")),
+		EntityType:    c.String("entity-type"),
+		BrokerID:      c.Int64("broker-id"),
+		brokerIDGiven: c.IsSet("broker-id"),
+		RaftAddress:   c.String("raft-address"),
+		AdminAddress:  c.String("admin-address"),
+	}
+	if name := c.String("entity-name"); name != "" {
+		if cfg.Mirror != "" && cfg.Mirror != name {
+			cfg.entityConflict = true
+		}
+		cfg.Mirror = name
 	}
 	for _, a := range actions {
 		if c.Bool(a) {
@@ -156,8 +220,11 @@ func (cfg *Config) Validate() error {
 			flagList(cfg.actionsGiven, "and"), flagList(actions, "and"))
 	}
 	a := cfg.Action
+	if err := cfg.validateAdmin(); err != nil {
+		return err
+	}
 	switch {
-	case a != "list" && a != "describe" && cfg.Mirror == "":
+	case a != "list" && a != "describe" && !sidecarActions[a] && cfg.Mirror == "":
 		return fmt.Errorf("--%s requires --mirror", a)
 	case a == "list" && cfg.Mirror != "":
 		return errors.New("--mirror is not valid with --list")
@@ -203,6 +270,9 @@ func (cfg *Config) Load() error {
 			}
 		}
 	}
+	if err := cfg.loadAlter(); err != nil {
+		return err
+	}
 	if cfg.MirrorConfigPath != "" {
 		props, err := readProperties(cfg.MirrorConfigPath)
 		if err != nil {
@@ -239,18 +309,30 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			return fmt.Errorf("%w (see --help)", err)
 		},
 		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "add-config"},
+			&cli.StringFlag{Name: "add-config-file"},
+			&cli.BoolFlag{Name: "add-sidecar"},
+			&cli.StringFlag{Name: "admin-address"},
+			&cli.BoolFlag{Name: "alter"},
 			&cli.StringFlag{Name: "bootstrap-server"},
+			&cli.Int64Flag{Name: "broker-id"},
 			&cli.StringFlag{Name: "command-config"},
 			&cli.BoolFlag{Name: "create"},
 			&cli.BoolFlag{Name: "delete"},
+			&cli.StringFlag{Name: "delete-config"},
 			&cli.BoolFlag{Name: "describe"},
+			&cli.StringFlag{Name: "entity-name"},
+			&cli.StringFlag{Name: "entity-type"},
 			&cli.StringFlag{Name: "exclude"},
 			&cli.BoolFlag{Name: "help"},
 			&cli.BoolFlag{Name: "json"},
 			&cli.BoolFlag{Name: "list"},
+			&cli.BoolFlag{Name: "list-sidecars"},
 			&cli.StringFlag{Name: "mirror"},
 			&cli.StringFlag{Name: "mirror-config"},
 			&cli.BoolFlag{Name: "pause"},
+			&cli.StringFlag{Name: "raft-address"},
+			&cli.BoolFlag{Name: "remove-sidecar"},
 			&cli.BoolFlag{Name: "resume"},
 			&cli.BoolFlag{Name: "start"},
 			&cli.BoolFlag{Name: "stop"},
@@ -278,7 +360,7 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 				return err
 			}
 			defer cl.Close()
-			*code = execute(c.Context, cfg, cl, stdout, stderr)
+			*code = execute(c.Context, cfg, cl, cfg.dialer(), stdout, stderr)
 			return nil
 		},
 	}

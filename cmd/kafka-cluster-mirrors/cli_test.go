@@ -498,13 +498,13 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "no action",
 			args:     []string{"--mirror", "m"},
-			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause or --resume\n",
+			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar or --list-sidecars\n",
 			wantCode: 1,
 		},
 		{
 			name:     "two actions",
 			args:     []string{"--create", "--delete", "--mirror", "m"},
-			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause and --resume\n",
+			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar and --list-sidecars\n",
 			wantCode: 1,
 		},
 		{

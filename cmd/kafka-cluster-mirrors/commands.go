@@ -28,7 +28,7 @@ const redacted = "[hidden]"
 
 // execute runs cfg's action with cl, prints its outcome and returns the exit
 // code.
-func execute(ctx context.Context, cfg Config, cl client, stdout, stderr io.Writer) int {
+func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	var err error
@@ -43,6 +43,14 @@ func execute(ctx context.Context, cfg Config, cl client, stdout, stderr io.Write
 		err = describeMirrors(ctx, cl, cfg.Mirror, cfg.JSON, stdout, stderr)
 	case "start", "stop", "pause", "resume":
 		err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, stdout, stderr)
+	case "alter":
+		err = alterMirror(ctx, cl, cfg.Mirror, cfg.AddConfig, cfg.DeleteConfig, stdout)
+	case "add-sidecar":
+		err = addSidecar(ctx, cl, dial, int32(cfg.BrokerID), cfg.RaftAddress, cfg.AdminAddress, stdout)
+	case "remove-sidecar":
+		err = removeSidecar(ctx, cl, dial, int32(cfg.BrokerID), stdout)
+	case "list-sidecars":
+		err = listSidecars(ctx, cl, stdout)
 	default:
 		err = fmt.Errorf("unknown action %q", cfg.Action)
 	}

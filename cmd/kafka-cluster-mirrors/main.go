@@ -5,6 +5,8 @@
 //	kafka-cluster-mirrors --bootstrap-server :9191 --create --mirror my-mirror --mirror-config mirror.properties
 //	kafka-cluster-mirrors --bootstrap-server :9191 --start --topics 'orders-.*' --exclude orders-internal --mirror my-mirror
 //	kafka-cluster-mirrors --bootstrap-server :9191 --describe [--mirror my-mirror] [--json]
+//	kafka-cluster-mirrors --bootstrap-server :9191 --alter --mirror my-mirror --add-config 'bootstrap.servers=src:9092'
+//	kafka-cluster-mirrors --bootstrap-server :9191 --list-sidecars
 //
 // main stays thin: cli.go parses the flags into a Config and validates it,
 // commands.go runs one action against a client and prints its outcome. Exit

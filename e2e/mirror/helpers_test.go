@@ -139,23 +139,33 @@ func createSourceTopic(t *testing.T, name string, partitions int32, configs map[
 	}
 }
 
-// endOffsets returns the end offset of every partition of topic on c.
+// endOffsets returns the end offset of every partition of topic on c,
+// retrying while a new topic's metadata spreads through the cluster.
 func endOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	offs, err := kadm.NewClient(newClient(t, c, testbed.Admin)).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("end offsets of %s on %s: %v", topic, c.Name(), err)
-	}
-	out := map[int32]int64{}
-	offs.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			t.Fatalf("end offset of %s-%d on %s: %v", topic, o.Partition, c.Name(), o.Err)
+	adm := kadm.NewClient(newClient(t, c, testbed.Admin))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		cancel()
+		out := map[int32]int64{}
+		if err == nil {
+			offs.Each(func(o kadm.ListedOffset) {
+				if o.Err != nil && err == nil {
+					err = fmt.Errorf("partition %d: %w", o.Partition, o.Err)
+				}
+				out[o.Partition] = o.Offset
+			})
 		}
-		out[o.Partition] = o.Offset
-	})
-	return out
+		if err == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("end offsets of %s on %s: %v", topic, c.Name(), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // startOffsets returns the log start offset of every partition of topic.

@@ -78,4 +78,17 @@ func TestTransactionalBatchFailsOnlyItsPartition(t *testing.T) {
 	if !strings.Contains(out, "FAILED") || !strings.Contains(out, "error: ") {
 		t.Fatalf("describe does not show the failure:\n%s", out)
 	}
+
+	// --start on a topic with a FAILED partition restarts it (the manual
+	// recovery); on a topic that mirrors fine it is refused.
+	out = mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	if want := "Started 1 mirror topic(s) in mirror txn: [txn]\n"; out != want {
+		t.Fatalf("restart printed %q, want %q", out, want)
+	}
+	createSourceTopic(t, "txn-ok", 1, nil)
+	mustCLI(t, "--start", "--topics", "txn-ok", "--mirror", mirror)
+	r := cli(t, "--start", "--topics", "txn-ok", "--mirror", mirror)
+	if r.code == 0 || !strings.Contains(r.stderr, "already active") {
+		t.Fatalf("starting a mirroring topic again: exit %d, stderr %q; want a refusal saying it is already active", r.code, r.stderr)
+	}
 }

@@ -1,0 +1,230 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// fakeDataPlane records the source clients the Service configures.
+type fakeDataPlane struct {
+	mu         sync.Mutex
+	setMirrors map[string]int // mirror -> SetMirror calls
+}
+
+func (d *fakeDataPlane) SetMirror(name string, _ []kgo.Opt) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.setMirrors == nil {
+		d.setMirrors = map[string]int{}
+	}
+	d.setMirrors[name]++
+	return nil
+}
+
+func (d *fakeDataPlane) setMirrorCalls(name string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.setMirrors[name]
+}
+
+func (*fakeDataPlane) RemoveMirror(string)                           {}
+func (*fakeDataPlane) Start(fetcher.Partition) error                 { return nil }
+func (*fakeDataPlane) Stop(context.Context, fetcher.Partition) error { return nil }
+func (*fakeDataPlane) Status() []fetcher.PartitionStatus             { return nil }
+
+// testSourceKeys are the source client keys testSourceDialer knows.
+var testSourceKeys = []string{BootstrapServersKey, "security.protocol", "sasl.mechanism", "sasl.jaas.config", "client.id"}
+
+// testSourceDialer stands in for the sidecar's SourceKgoOpts: it refuses
+// unknown keys, naming them, and dials bootstrap.servers.
+func testSourceDialer(cfg map[string]string) ([]kgo.Opt, error) {
+	for _, k := range sortedKeys(cfg) {
+		known := false
+		for _, kk := range testSourceKeys {
+			known = known || k == kk
+		}
+		if !known {
+			return nil, fmt.Errorf("config: unknown key %q", k)
+		}
+	}
+	if p := cfg["security.protocol"]; p != "" && p != "PLAINTEXT" {
+		return nil, fmt.Errorf("config: security.protocol: %q is not supported", p)
+	}
+	return []kgo.Opt{kgo.SeedBrokers(SplitPatterns(cfg[BootstrapServersKey])...)}, nil
+}
+
+// sidecarCluster runs sidecars in-process: raft on the in-memory transport
+// of a testCluster, a Service per node, and each Service's admin endpoint
+// on a loopback port, with Peers forwarding between them as in production.
+type sidecarCluster struct {
+	*testCluster
+	mu     sync.Mutex
+	admin  map[int32]string // admin endpoint by ID
+	svcs   map[int32]*Service
+	planes map[int32]*fakeDataPlane
+}
+
+func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
+	t.Helper()
+	c := &sidecarCluster{testCluster: newTestCluster(t, ids...),
+		admin: map[int32]string{}, svcs: map[int32]*Service{}, planes: map[int32]*fakeDataPlane{}}
+	for _, id := range ids {
+		c.startSidecar(id)
+	}
+	return c
+}
+
+// startSidecar opens node id (wired to the other transports as
+// testCluster.start does), its Service and its admin endpoint.
+func (c *sidecarCluster) startSidecar(id int32) {
+	t := c.t
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tr := raft.NewInmemTransport(raft.ServerAddress(raftAddr(id)))
+	c.testCluster.mu.Lock()
+	for other, ot := range c.trans {
+		if other != id {
+			ot.Disconnect(tr.LocalAddr())
+			tr.Connect(ot.LocalAddr(), ot)
+			ot.Connect(tr.LocalAddr(), tr)
+		}
+	}
+	c.trans[id] = tr
+	c.testCluster.mu.Unlock()
+
+	peers := NewPeers()
+	cfg := c.config(id, tr)
+	cfg.AdminAddr, cfg.Forwarder = ln.Addr().String(), peers
+	n, err := OpenNode(cfg)
+	if err != nil {
+		t.Fatalf("OpenNode(%d): %v", id, err)
+	}
+	c.testCluster.mu.Lock()
+	c.nodes[id] = n
+	c.testCluster.mu.Unlock()
+
+	dest, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane := &fakeDataPlane{}
+	svc, err := NewService(ServiceConfig{
+		BrokerID: id, Node: n, Peers: peers, Destination: NewDestination(dest, ""), DestClient: dest,
+		DataPlane: plane, SourceDialer: testSourceDialer, Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := protocol.NewServer(svc)
+	served := make(chan error, 1)
+	serve := func() { served <- srv.Serve(ln) }
+	go serve()
+	t.Cleanup(func() { // before the node closes: cleanups run last in, first out
+		_ = srv.Close()
+		if err := <-served; !errors.Is(err, protocol.ErrServerClosed) {
+			t.Errorf("Serve(%d): %v", id, err)
+		}
+		peers.Close()
+		dest.Close()
+	})
+	c.mu.Lock()
+	c.admin[id], c.svcs[id], c.planes[id] = ln.Addr().String(), svc, plane
+	c.mu.Unlock()
+}
+
+func (c *sidecarCluster) adminOf(id int32) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.admin[id]
+}
+
+func (c *sidecarCluster) service(id int32) *Service {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.svcs[id]
+}
+
+// waitLeader waits until one node leads and every running node knows it
+// and its admin address, and returns its ID.
+func (c *sidecarCluster) waitLeader() int32 {
+	c.t.Helper()
+	var leader int32
+	waitFor(c.t, clusterTimeout, "a leader known to every node with its admin address", func() bool {
+		leader = -1
+		for id, n := range c.running() {
+			if n.IsLeader() {
+				leader = id
+			}
+		}
+		if leader < 0 {
+			return false
+		}
+		for _, n := range c.running() {
+			if id, addr := n.Leader(); id != leader || addr != c.adminOf(leader) {
+				return false
+			}
+		}
+		return true
+	})
+	return leader
+}
+
+// do sends req to the admin endpoint of id, as the CLI does.
+func (c *sidecarCluster) do(id int32, req protocol.Request) protocol.Response {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	cl, err := protocol.Dial(ctx, c.adminOf(id))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := cl.Do(ctx, req)
+	if err != nil {
+		c.t.Fatalf("%s to %d: %v", protocol.KeyName(req.Key()), id, err)
+	}
+	return resp
+}
+
+// memberIDs returns the IDs in n's raft configuration as "1,2,3".
+func memberIDs(t *testing.T, n *Node) string {
+	t.Helper()
+	ms, err := n.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, fmt.Sprint(m.ID))
+	}
+	return strings.Join(ids, ",")
+}
+
+// wantCode fails the test unless err (code, message) has code and a
+// message containing every snippet.
+func wantCode(t *testing.T, what string, code int16, msg *string, want int16, snippets ...string) {
+	t.Helper()
+	if code != want {
+		t.Fatalf("%s: error %v, want %v", what, protocol.ErrorFor(code, msg), (&protocol.Error{Code: want}).Name())
+	}
+	for _, s := range snippets {
+		if msg == nil || !strings.Contains(*msg, s) {
+			t.Fatalf("%s: message %q does not contain %q", what, deref(msg), s)
+		}
+	}
+}

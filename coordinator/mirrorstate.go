@@ -1,0 +1,293 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/protocol"
+	"github.com/sidemirror/sidemirror/statestore"
+)
+
+// stateCoordinator is this sidecar's part of the __mirror_state service
+// (DESIGN D6): the coordinator of a mirror is the sidecar beside the leader
+// of partition PartitionFor(mirror) of __mirror_state. It loads each
+// partition its broker leads before serving it (COORDINATOR_LOAD_IN_PROGRESS
+// until then), answers ReadMirrorStates from memory, and writes
+// WriteMirrorStates through to the topic, fencing writers whose destination
+// leader epoch is older than the one recorded.
+type stateCoordinator struct {
+	store    *statestore.Store
+	cl       *kgo.Client
+	brokerID int32
+	log      *zap.Logger
+
+	mu      sync.Mutex
+	n       int32                                                  // partitions of __mirror_state, 0 until known
+	leaders map[int32]int32                                        // partition -> leader broker
+	loaded  map[int32]map[statestore.Key]statestore.PartitionState // partitions led here, loaded
+}
+
+func newStateCoordinator(store *statestore.Store, cl *kgo.Client, brokerID int32, log *zap.Logger) *stateCoordinator {
+	return &stateCoordinator{store: store, cl: cl, brokerID: brokerID, log: log,
+		leaders: map[int32]int32{}, loaded: map[int32]map[statestore.Key]statestore.PartitionState{}}
+}
+
+// refresh creates the topic once a mirror exists, learns its partitions'
+// leaders, loads the partitions this broker newly leads and forgets those it
+// no longer leads, and drops cached states of deleted mirrors.
+func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
+	if len(st.Mirrors) == 0 && c.partitions() == 0 {
+		return nil
+	}
+	if c.partitions() == 0 {
+		if err := c.store.EnsureTopic(ctx); err != nil {
+			return err
+		}
+		n, err := c.store.NumPartitions(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.n = n
+		c.mu.Unlock()
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(statestore.TopicName)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return fmt.Errorf("metadata of %s: %w", statestore.TopicName, err)
+	}
+	leaders := map[int32]int32{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if kerr.ErrorForCode(p.ErrorCode) == nil {
+				leaders[p.Partition] = p.Leader
+			}
+		}
+	}
+	c.mu.Lock()
+	c.leaders = leaders
+	var toLoad []int32
+	for p, l := range leaders {
+		if l == c.brokerID {
+			if _, ok := c.loaded[p]; !ok {
+				toLoad = append(toLoad, p)
+			}
+		}
+	}
+	for p := range c.loaded {
+		if leaders[p] != c.brokerID {
+			delete(c.loaded, p) // resigned: nothing stale survives
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range toLoad {
+		start := time.Now()
+		states, _, err := c.store.Load(ctx, p)
+		if err != nil {
+			return fmt.Errorf("load %s-%d: %w", statestore.TopicName, p, err)
+		}
+		c.mu.Lock()
+		if c.leaders[p] == c.brokerID {
+			c.loaded[p] = states
+		}
+		c.mu.Unlock()
+		c.log.Info("coordinator partition loaded", zap.Int32("partition", p), zap.Int("records", len(states)),
+			zap.Duration("took", time.Since(start)))
+	}
+	c.mu.Lock()
+	for _, states := range c.loaded {
+		for k := range states {
+			if _, ok := st.Mirrors[k.Mirror]; !ok {
+				delete(states, k)
+			}
+		}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *stateCoordinator) partitions() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// coordinatorOf returns the broker whose sidecar coordinates mirror, or -1.
+func (c *stateCoordinator) coordinatorOf(mirror string) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		return -1
+	}
+	l, ok := c.leaders[statestore.PartitionFor(mirror, c.n)]
+	if !ok {
+		return -1
+	}
+	return l
+}
+
+// partitionOf returns mirror's partition if this sidecar coordinates it and
+// has loaded it, else the error code to answer with.
+func (c *stateCoordinator) partitionOf(mirror string) (int32, int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		return 0, kerr.CoordinatorNotAvailable.Code
+	}
+	p := statestore.PartitionFor(mirror, c.n)
+	if c.leaders[p] != c.brokerID {
+		return 0, kerr.NotCoordinator.Code
+	}
+	if _, ok := c.loaded[p]; !ok {
+		return 0, kerr.CoordinatorLoadInProgress.Code
+	}
+	return p, 0
+}
+
+// write handles WriteMirrorStates.
+func (c *stateCoordinator) write(ctx context.Context, r *protocol.WriteMirrorStatesRequest, nowMs int64) *protocol.WriteMirrorStatesResponse {
+	resp := &protocol.WriteMirrorStatesResponse{}
+	p, code := c.partitionOf(r.MirrorName)
+	if code != 0 {
+		resp.ErrorCode = code
+		resp.ErrorMessage = strPtr(fmt.Sprintf("this sidecar is not ready to coordinate mirror %s", r.MirrorName))
+		return resp
+	}
+	var recs []statestore.Record
+	for _, t := range r.Topics {
+		rt := protocol.WriteMirrorStatesResponseTopic{Name: t.Name}
+		for _, pd := range t.Partitions {
+			key := statestore.PartitionStateKey(r.MirrorName, t.Name, pd.PartitionIndex)
+			res := protocol.WriteMirrorStatesResponsePartition{PartitionIndex: pd.PartitionIndex}
+			c.mu.Lock()
+			prev, had := c.loaded[p][key]
+			c.mu.Unlock()
+			if had && pd.DestinationLeaderEpoch >= 0 && prev.WriterLeaderEpoch > pd.DestinationLeaderEpoch {
+				res.ErrorCode = kerr.FencedLeaderEpoch.Code
+				rt.Partitions = append(rt.Partitions, res)
+				continue
+			}
+			v := statestore.PartitionState{
+				State: pd.State, PreviousState: pd.PreviousState, RetryAttempt: pd.RetryAttempt,
+				LastSourceOffset: pd.LastSourceOffset, WriterLeaderEpoch: pd.DestinationLeaderEpoch,
+				WriterBrokerID: -1, UpdatedMs: nowMs,
+			}
+			if pd.Reason != nil {
+				v.Reason = *pd.Reason
+			}
+			if had && v.PreviousState == statestore.StateNotRecorded && prev.State != v.State {
+				v.PreviousState = prev.State
+			}
+			if had && v.LastSourceOffset < 0 {
+				v.LastSourceOffset = prev.LastSourceOffset
+			}
+			recs = append(recs, statestore.Record{Key: key, Value: &v})
+			rt.Partitions = append(rt.Partitions, res)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if len(recs) == 0 {
+		return resp
+	}
+	if err := c.store.Write(ctx, p, recs); err != nil {
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		var ke *kerr.Error
+		if errors.As(err, &ke) {
+			resp.ErrorCode = ke.Code
+		}
+		resp.ErrorMessage = strPtr(err.Error())
+		return resp
+	}
+	c.mu.Lock()
+	if states, ok := c.loaded[p]; ok {
+		for _, rec := range recs {
+			states[rec.Key] = *rec.Value
+		}
+	}
+	c.mu.Unlock()
+	return resp
+}
+
+// read handles ReadMirrorStates; no topics means every topic of the mirror.
+func (c *stateCoordinator) read(r *protocol.ReadMirrorStatesRequest) *protocol.ReadMirrorStatesResponse {
+	resp := &protocol.ReadMirrorStatesResponse{}
+	p, code := c.partitionOf(r.MirrorName)
+	if code != 0 {
+		resp.ErrorCode = code
+		resp.ErrorMessage = strPtr(fmt.Sprintf("this sidecar is not ready to coordinate mirror %s", r.MirrorName))
+		return resp
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byTopic := map[string][]protocol.ReadMirrorStatesResponsePartition{}
+	want := map[string]map[int32]bool{}
+	for _, t := range r.Topics {
+		want[t.Name] = map[int32]bool{}
+		for _, pd := range t.Partitions {
+			want[t.Name][pd.PartitionIndex] = true
+		}
+	}
+	for k, v := range c.loaded[p] {
+		if k.Type != statestore.TypePartitionState || k.Mirror != r.MirrorName {
+			continue
+		}
+		if len(want) > 0 {
+			ps, ok := want[k.Topic]
+			if !ok || (len(ps) > 0 && !ps[k.Partition]) {
+				continue
+			}
+		}
+		var rp protocol.ReadMirrorStatesResponsePartition
+		rp.Default()
+		rp.PartitionIndex = k.Partition
+		rp.State = v.State
+		rp.PreviousState = v.PreviousState
+		rp.RetryAttempt = v.RetryAttempt
+		rp.LastSourceOffset = v.LastSourceOffset
+		if v.Reason != "" {
+			rp.Reason = strPtr(v.Reason)
+		}
+		byTopic[k.Topic] = append(byTopic[k.Topic], rp)
+	}
+	for _, t := range sortedKeys(byTopic) {
+		resp.Topics = append(resp.Topics, protocol.ReadMirrorStatesResponseTopic{Name: t, Partitions: byTopic[t]})
+	}
+	return resp
+}
+
+// tombstone deletes every record of mirror (DeleteClusterMirror).
+func (c *stateCoordinator) tombstone(ctx context.Context, mirror string, topics []*MirrorTopic) error {
+	n := c.partitions()
+	if n == 0 {
+		return nil
+	}
+	p := statestore.PartitionFor(mirror, n)
+	var recs []statestore.Record
+	for _, t := range topics {
+		for i := range t.Partitions {
+			recs = append(recs, statestore.Record{Key: statestore.PartitionStateKey(mirror, t.Name, i)})
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return c.store.Write(ctx, p, recs)
+}
+
+// stateUpdate is a partition state an owner has to persist.
+type stateUpdate struct {
+	status fetcher.PartitionStatus
+	epoch  int32
+}

@@ -1,0 +1,218 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/protocol"
+	"github.com/sidemirror/sidemirror/statestore"
+)
+
+// StateChanged is the data plane's OnStateChange callback: the partition's
+// new state is queued for its mirror's coordinator. It never blocks; a
+// newer state of the same partition replaces a queued one.
+func (s *Service) StateChanged(ps fetcher.PartitionStatus) {
+	if s.states == nil {
+		return
+	}
+	s.mu.Lock()
+	s.pending[ps.Partition] = stateUpdate{status: ps, epoch: s.epochs[ps.Partition]}
+	s.mu.Unlock()
+	select {
+	case s.flushNow <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop sends queued partition states to their coordinators until ctx
+// ends, retrying what could not be written.
+func (s *Service) flushLoop(ctx context.Context) {
+	defer s.wg.Done()
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.flushNow:
+		case <-retry.C:
+		}
+		s.flush(ctx)
+	}
+}
+
+// flush sends every queued state, grouped by mirror.
+func (s *Service) flush(ctx context.Context) {
+	s.mu.Lock()
+	if len(s.pending) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	byMirror := map[string][]stateUpdate{}
+	for _, u := range s.pending {
+		byMirror[u.status.Mirror] = append(byMirror[u.status.Mirror], u)
+	}
+	s.mu.Unlock()
+	for mirror, updates := range byMirror {
+		req := &protocol.WriteMirrorStatesRequest{MirrorName: mirror}
+		byTopic := map[string][]protocol.WriteMirrorStatesRequestPartition{}
+		for _, u := range updates {
+			var pd protocol.WriteMirrorStatesRequestPartition
+			pd.Default()
+			pd.PartitionIndex = u.status.Partition.Partition
+			pd.State = int8(u.status.State)
+			pd.DestinationLeaderEpoch = u.epoch
+			pd.LastSourceOffset = u.status.DestinationLogEndOffset
+			pd.RetryAttempt = s.retryAttempt(u.status.Partition)
+			if u.status.State == fetcher.StateFailed && u.status.LastError != "" {
+				pd.Reason = strPtr(u.status.LastError)
+			}
+			byTopic[u.status.Topic] = append(byTopic[u.status.Topic], pd)
+		}
+		for _, t := range sortedKeys(byTopic) {
+			req.Topics = append(req.Topics, protocol.WriteMirrorStatesRequestTopic{Name: t, Partitions: byTopic[t]})
+		}
+		if err := s.writeStates(ctx, req); err != nil {
+			s.log.Debug("partition states not persisted yet; will retry", zap.String("mirror", mirror), zap.Error(err))
+			continue
+		}
+		s.mu.Lock()
+		for _, u := range updates {
+			if cur, ok := s.pending[u.status.Partition]; ok && cur.status.State == u.status.State && cur.status.LastError == u.status.LastError {
+				delete(s.pending, u.status.Partition)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// writeStates sends a WriteMirrorStates request to the mirror's
+// coordinator, locally when that is this sidecar.
+func (s *Service) writeStates(ctx context.Context, req *protocol.WriteMirrorStatesRequest) error {
+	coord := s.states.coordinatorOf(req.MirrorName)
+	var resp *protocol.WriteMirrorStatesResponse
+	switch {
+	case coord < 0:
+		return errNoCoordinator
+	case coord == s.cfg.BrokerID:
+		resp = s.states.write(ctx, req, s.cfg.Now().UnixMilli())
+	default:
+		addr := s.adminAddr(coord)
+		if addr == "" {
+			return errNoCoordinator
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		r, err := s.cfg.Peers.Do(wctx, addr, req)
+		if err != nil {
+			return err
+		}
+		resp = r.(*protocol.WriteMirrorStatesResponse)
+	}
+	if resp.ErrorCode != 0 {
+		return protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage)
+	}
+	return nil
+}
+
+// readStates asks a mirror's coordinator for its persisted partition
+// states, keyed by partition.
+func (s *Service) readStates(ctx context.Context, mirror string) map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition {
+	if s.states == nil {
+		return nil
+	}
+	req := &protocol.ReadMirrorStatesRequest{MirrorName: mirror}
+	var resp *protocol.ReadMirrorStatesResponse
+	coord := s.states.coordinatorOf(mirror)
+	switch {
+	case coord < 0:
+		return nil
+	case coord == s.cfg.BrokerID:
+		resp = s.states.read(req)
+	default:
+		addr := s.adminAddr(coord)
+		if addr == "" {
+			return nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r, err := s.cfg.Peers.Do(rctx, addr, req)
+		if err != nil {
+			return nil
+		}
+		resp = r.(*protocol.ReadMirrorStatesResponse)
+	}
+	if resp.ErrorCode != 0 {
+		return nil
+	}
+	out := map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[fetcher.Partition{Mirror: mirror, Topic: t.Name, Partition: p.PartitionIndex}] = p
+		}
+	}
+	return out
+}
+
+// persistBoundary records PAUSED or STOPPED for every partition of topics,
+// with the destination log end offset as the stop boundary (DESIGN D9).
+func (s *Service) persistBoundary(ctx context.Context, mirror string, topics []*MirrorTopic, state fetcher.State) {
+	if s.states == nil || len(topics) == 0 {
+		return
+	}
+	leo := map[string]map[int32]int64{}
+	for _, t := range topics {
+		offs, err := s.cfg.Destination.EndOffsets(ctx, t.Name)
+		if err != nil {
+			s.log.Warn("end offsets for the stop boundary", zap.String("topic", t.Name), zap.Error(err))
+		}
+		leo[t.Name] = offs
+	}
+	req := &protocol.WriteMirrorStatesRequest{MirrorName: mirror}
+	for _, t := range topics {
+		rt := protocol.WriteMirrorStatesRequestTopic{Name: t.Name}
+		for p := range t.Partitions {
+			var pd protocol.WriteMirrorStatesRequestPartition
+			pd.Default()
+			pd.PartitionIndex = p
+			pd.State = int8(state)
+			if o, ok := leo[t.Name][p]; ok {
+				pd.LastSourceOffset = o
+			}
+			rt.Partitions = append(rt.Partitions, pd)
+		}
+		req.Topics = append(req.Topics, rt)
+		if state == fetcher.StateStopped {
+			req.StoppedTopics = append(req.StoppedTopics, t.Name)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := s.writeStates(ctx, req)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.log.Warn("could not persist the stop boundary", zap.String("mirror", mirror), zap.Error(err))
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// adminAddr returns the admin endpoint of a broker's sidecar, or "".
+func (s *Service) adminAddr(broker int32) string {
+	var addr string
+	s.cfg.Node.FSM().Read(func(st *State) {
+		if sc, ok := st.Sidecars[broker]; ok {
+			addr = sc.AdminAddr
+		}
+	})
+	return addr
+}
+
+// stateName names a persisted state code.
+func stateName(code int8) string { return statestore.StateName(code) }
