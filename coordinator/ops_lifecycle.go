@@ -47,6 +47,21 @@ func expandMirrorTopics(st *State, mirror string, patterns []string) ([]string, 
 	return out, nil
 }
 
+// namesStoppable reports whether pattern names (or, as a regex, matches) a
+// topic of the mirror that is not stopped yet.
+func namesStoppable(st *State, mirror, pattern string) bool {
+	res, err := compilePatterns([]string{pattern})
+	if err != nil {
+		return false
+	}
+	for _, t := range st.TopicsOf(mirror) {
+		if t.Status != TopicStopped && matchAny(res, t.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // changeTopics applies a status change to the topics named by patterns.
 func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []string, status TopicStatus) topicOp {
 	fail := func(code int16, format string, args ...any) topicOp {
@@ -68,7 +83,12 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 		// Stopped topics must not come back through discovery: patterns
 		// move from the include list to the exclude list, and a topic
 		// stopped by name is excluded as an anchored literal.
+		// Only patterns that name a topic this stop can act on move: a
+		// request that stops nothing changes nothing.
 		for _, p := range patterns {
+			if !namesStoppable(st, mirror, p) {
+				continue
+			}
 			cmd.RemoveInclude = append(cmd.RemoveInclude, p)
 			if isLiteral(p) {
 				cmd.AddExclude = append(cmd.AddExclude, regexp.QuoteMeta(p))

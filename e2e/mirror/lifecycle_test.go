@@ -52,15 +52,15 @@ func aliceWrite(t *testing.T, topic string) error {
 	return cl.ProduceSync(ctx, &kgo.Record{Value: []byte("written after failover")}).FirstErr()
 }
 
-// TestLifecycle runs the KIP's workflow: start two topics by regex with an
-// exclude, pause one (it stays read-only and falls behind), resume it (it
-// catches up with identical offsets), stop both (they become writable) and
-// delete the mirror.
+// TestLifecycle runs the KIP's workflow: start two topics of 50 partitions
+// each by regex with an exclude, pause one (it stays read-only and falls
+// behind), resume it (it catches up with identical offsets), stop both
+// (all 100 partitions writable within 5 seconds) and delete the mirror.
 func TestLifecycle(t *testing.T) {
 	dumpLogs(t)
-	const mirror = "life"
+	const mirror, partitions = "life", 50
 	for _, topic := range []string{"life-us", "life-eu", "life-internal"} {
-		createSourceTopic(t, topic, 3, nil)
+		createSourceTopic(t, topic, partitions, nil)
 		produceVariety(t, env.Source, topic, 3000, 11)
 	}
 	createMirror(t, mirror)
@@ -94,7 +94,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("resume printed %q, want %q", out, want)
 	}
 	waitCaughtUp(t, mirror, "life-eu", 2*time.Minute)
-	compareAll(t, "life-eu", 3)
+	compareAll(t, "life-eu", partitions)
 
 	r := cli(t, "--delete", "--mirror", mirror)
 	if r.code == 0 || !strings.Contains(r.stderr, "stop") {
@@ -106,14 +106,26 @@ func TestLifecycle(t *testing.T) {
 	if want := "Stopped mirroring for 2 topic(s) in mirror life: [life-eu, life-us]\n"; out != want {
 		t.Fatalf("stop printed %q, want %q", out, want)
 	}
+	// Writable within 5 s of --stop: alice writes one record to every
+	// one of the 100 partitions.
+	deadline := start.Add(5 * time.Second)
 	for _, topic := range []string{"life-us", "life-eu"} {
-		waitFor(t, 30*time.Second, "alice to be able to write to "+topic, func() bool { return aliceWrite(t, topic) == nil })
-		states, _ := partitionStates(t, mirror, topic)
-		if !allIn(states, "STOPPED") {
-			t.Fatalf("%s states %v, want STOPPED", topic, states)
+		for p := range int32(partitions) {
+			for aliceWriteTo(t, topic, p) != nil {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s-%d not writable 5 s after --stop: %v", topic, p, aliceWriteTo(t, topic, p))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
 	}
-	t.Logf("stopped topics writable %v after --stop was issued", time.Since(start).Round(time.Millisecond))
+	t.Logf("100 stopped partitions writable %v after --stop was issued", time.Since(start).Round(time.Millisecond))
+	for _, topic := range []string{"life-us", "life-eu"} {
+		states, _ := partitionStates(t, mirror, topic)
+		if !allIn(states, "STOPPED") || len(states) != partitions {
+			t.Fatalf("%s states %v, want %d partitions STOPPED", topic, states, partitions)
+		}
+	}
 
 	out = mustCLI(t, "--delete", "--mirror", mirror)
 	if want := "Deleted mirror life\n"; out != want {
@@ -122,6 +134,92 @@ func TestLifecycle(t *testing.T) {
 	if list := mustCLI(t, "--list"); strings.Contains(list, "life ") {
 		t.Fatalf("deleted mirror still listed:\n%s", list)
 	}
+}
+
+// aliceWriteTo writes one record to one partition as alice.
+func aliceWriteTo(t *testing.T, topic string, partition int32) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return aliceClient(t).ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: partition, Value: []byte("after failover")}).FirstErr()
+}
+
+var aliceCl *kgo.Client
+
+// aliceClient returns a shared producer for alice with manual partitioning.
+func aliceClient(t *testing.T) *kgo.Client {
+	t.Helper()
+	if aliceCl == nil {
+		cl, err := env.Destination.NewClient(testbed.Alice, kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		aliceCl = cl
+	}
+	return aliceCl
+}
+
+// TestLifecycleBadInput sends invalid lifecycle requests: each gets one
+// clear error and changes nothing.
+func TestLifecycleBadInput(t *testing.T) {
+	dumpLogs(t)
+	createSourceTopic(t, "bad-a", 1, nil)
+	createSourceTopic(t, "bad-b", 1, nil)
+	createMirror(t, "bad-one")
+	createMirror(t, "bad-two")
+	mustCLI(t, "--start", "--topics", "bad-a", "--mirror", "bad-one")
+	waitCaughtUp(t, "bad-one", "bad-a", time.Minute)
+	snapshot := func() string {
+		return stripOffsets(mustCLI(t, "--describe", "--mirror", "bad-one", "--json")) +
+			stripOffsets(mustCLI(t, "--describe", "--mirror", "bad-two", "--json"))
+	}
+	before := snapshot()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pause a topic not in the mirror", []string{"--pause", "--topics", "bad-b", "--mirror", "bad-one"}, "bad-b"},
+		{"resume a topic not in the mirror", []string{"--resume", "--topics", "bad-b", "--mirror", "bad-one"}, "bad-b"},
+		{"resume an active topic", []string{"--resume", "--topics", "bad-a", "--mirror", "bad-one"}, "not paused"},
+		{"stop an unknown topic", []string{"--stop", "--topics", "no-such-topic", "--mirror", "bad-one"}, "no-such-topic"},
+		{"start a topic already in another mirror", []string{"--start", "--topics", "bad-a", "--mirror", "bad-two"}, "bad-one"},
+		{"delete a mirror with mirroring topics", []string{"--delete", "--mirror", "bad-one"}, "bad-one"},
+		{"pause in an unknown mirror", []string{"--pause", "--topics", "bad-a", "--mirror", "no-such-mirror"}, "no-such-mirror"},
+		{"alter a key that does not exist", []string{"--alter", "--mirror", "bad-one", "--delete-config", "no.such.key"}, "no.such.key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cli(t, tc.args...)
+			if r.code == 0 {
+				t.Fatalf("exit 0, want an error; stdout %q", r.stdout)
+			}
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("stderr %q, want one line containing %q", r.stderr, tc.want)
+			}
+		})
+	}
+	// Nothing changed: the same topics, states and configs.
+	if after := snapshot(); after != before {
+		t.Fatalf("bad requests changed the mirrors:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// stripOffsets drops the lines of describe --json that move on their own
+// (offsets, lag, owners), keeping names, states, errors and configs.
+func stripOffsets(s string) string {
+	var keep []string
+	for _, line := range strings.Split(s, "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, `"sourceOffset"`) || strings.HasPrefix(l, `"destinationOffset"`) ||
+			strings.HasPrefix(l, `"lag"`) || strings.HasPrefix(l, `"ownerBrokerId"`) || strings.HasPrefix(l, `"lastError"`) {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
 }
 
 // TestFailoverWithSourceDown stops the source cluster and then fails over:
