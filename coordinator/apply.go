@@ -487,3 +487,51 @@ func (c AlterMirrorPatterns) apply(s *State) Result {
 	m.UpdatedMs = c.NowMs
 	return Result{}
 }
+
+func (c SetTopicPartitions) apply(s *State) Result {
+	t := s.Topics[c.Topic]
+	switch {
+	case t == nil:
+		return unknownTopic(c.Topic)
+	case t.Status == TopicStopped:
+		return fail(kerr.InvalidRequest, "topic %s is stopped; its partition count is no longer synced", c.Topic)
+	case c.Partitions < t.Partitions:
+		return fail(kerr.InvalidPartitions, "topic %s has %d partitions; the count cannot shrink to %d", c.Topic, t.Partitions, c.Partitions)
+	}
+	t.Partitions = c.Partitions
+	return Result{}
+}
+
+func (c SetSyncFault) apply(s *State) Result {
+	m := s.Mirrors[c.Mirror]
+	if m == nil {
+		return unknownMirror(c.Mirror)
+	}
+	if c.Topic == "" {
+		m.SyncFault = c.Fault
+		return Result{}
+	}
+	t := s.Topics[c.Topic]
+	if t == nil {
+		return unknownTopic(c.Topic)
+	}
+	if t.Mirror != c.Mirror {
+		return fail(kerr.InvalidRequest, "topic %s belongs to mirror %s, not to mirror %s", c.Topic, t.Mirror, c.Mirror)
+	}
+	t.SyncFault = c.Fault
+	return Result{}
+}
+
+func (c RecordSyncedACLs) apply(s *State) Result {
+	m := s.Mirrors[c.Mirror]
+	if m == nil {
+		return unknownMirror(c.Mirror)
+	}
+	for i, a := range c.ACLs {
+		if a.ResourceName == "" || a.Principal == "" {
+			return fail(kerr.InvalidRequest, "synced ACL #%d of mirror %s has no resource name or principal", i+1, c.Mirror)
+		}
+	}
+	m.SyncedACLs = slices.Clone(c.ACLs)
+	return Result{}
+}

@@ -30,6 +30,9 @@ const (
 	CmdRemoveSidecar       CommandType = 12
 	CmdAlterMirrorPatterns CommandType = 13
 	CmdRestartTopics       CommandType = 14
+	CmdSetTopicPartitions  CommandType = 15
+	CmdSetSyncFault        CommandType = 16
+	CmdRecordSyncedACLs    CommandType = 17
 )
 
 func (t CommandType) String() string {
@@ -78,6 +81,9 @@ var codecs = map[CommandType]codec{
 	CmdRemoveSidecar:       {"RemoveSidecar", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RemoveSidecar]}},
 	CmdAlterMirrorPatterns: {"AlterMirrorPatterns", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[AlterMirrorPatterns]}},
 	CmdRestartTopics:       {"RestartTopics", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RestartTopics]}},
+	CmdSetTopicPartitions:  {"SetTopicPartitions", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetTopicPartitions]}},
+	CmdSetSyncFault:        {"SetSyncFault", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetSyncFault]}},
+	CmdRecordSyncedACLs:    {"RecordSyncedACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordSyncedACLs]}},
 }
 
 // EncodeCommand encodes c: byte 0 is the command type, byte 1 the command
@@ -360,3 +366,39 @@ func (RemoveSidecar) Type() CommandType { return CmdRemoveSidecar }
 
 // Type implements Command.
 func (AlterMirrorPatterns) Type() CommandType { return CmdAlterMirrorPatterns }
+
+// SetTopicPartitions records a mirror topic's new partition count after the
+// metadata sync added partitions on the destination to match the source
+// (DESIGN D10). The count only grows: Kafka cannot remove partitions.
+type SetTopicPartitions struct {
+	Topic      string `json:"topic"`
+	Partitions int32  `json:"partitions"`
+}
+
+// SetSyncFault records a fault the metadata sync found (DESIGN D10), or
+// clears it when Fault is empty. Without Topic it is the mirror's (the
+// source reports another cluster ID: fetching and sync halt for the whole
+// mirror); with Topic it is that topic's (the source topic was recreated:
+// its partitions are no longer driven).
+type SetSyncFault struct {
+	Mirror string `json:"mirror"`
+	Topic  string `json:"topic,omitempty"`
+	Fault  string `json:"fault"`
+}
+
+// RecordSyncedACLs replaces the list of destination ACLs the metadata sync
+// created for a mirror, so that it removes only its own ACLs when they are
+// removed on the source.
+type RecordSyncedACLs struct {
+	Mirror string `json:"mirror"`
+	ACLs   []ACL  `json:"acls"`
+}
+
+// Type implements Command.
+func (SetTopicPartitions) Type() CommandType { return CmdSetTopicPartitions }
+
+// Type implements Command.
+func (SetSyncFault) Type() CommandType { return CmdSetSyncFault }
+
+// Type implements Command.
+func (RecordSyncedACLs) Type() CommandType { return CmdRecordSyncedACLs }

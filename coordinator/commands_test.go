@@ -28,6 +28,9 @@ func allCommands() []Command {
 		AlterMirrorPatterns{Name: "m", AddInclude: []string{"b.*"}, RemoveInclude: []string{"a.*"},
 			AddExclude: []string{"^y$"}, RemoveExclude: []string{"^x$"}, NowMs: 21},
 		RestartTopics{Mirror: "m", Topics: []string{"t"}, NowMs: 22},
+		SetTopicPartitions{Topic: "t", Partitions: 5},
+		SetSyncFault{Mirror: "m", Topic: "t", Fault: "recreated"},
+		RecordSyncedACLs{Mirror: "m", ACLs: []ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}}},
 	}
 }
 

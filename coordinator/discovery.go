@@ -23,8 +23,8 @@ func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
 	now := s.cfg.Now()
 	for _, name := range st.MirrorNames() {
 		m := st.Mirrors[name]
-		if len(m.Include) == 0 {
-			continue
+		if len(m.Include) == 0 || m.SyncFault != "" {
+			continue // nothing to discover, or the source is another cluster
 		}
 		ms, _ := strconv.ParseInt(mirrorSetting(m, RefreshIntervalKey), 10, 64)
 		if now.Sub(last[name]) < time.Duration(ms)*time.Millisecond {

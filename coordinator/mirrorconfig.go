@@ -46,8 +46,11 @@ var mirrorKeys = map[string]struct {
 		}
 		return nil
 	}},
-	IncludeKey: {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
-	ExcludeKey: {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+	ConfigSyncExcludeKey: {"", func(string) error { return nil }},
+	GroupsIncludeKey:     {".*", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+	GroupsExcludeKey:     {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+	IncludeKey:           {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+	ExcludeKey:           {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
 }
 
 // checkMirrorKeys validates the mirror.* keys of a mirror config and refuses

@@ -161,6 +161,9 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 			continue
 		}
 		dm.SourceClusterId = m.SourceClusterID
+		if m.SyncFault != "" {
+			dm.ErrorCode, dm.ErrorMessage = kerr.InconsistentClusterID.Code, strPtr(m.SyncFault)
+		}
 		dm.SourceBootstrap = m.Config[BootstrapServersKey]
 		for _, k := range sortedKeys(m.Config) {
 			v := m.Config[k]
@@ -201,6 +204,9 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 							d.LastError = strPtr("no sidecar reports this partition; unreachable sidecars: " + strings.Join(unreachable, ", "))
 						}
 					}
+				}
+				if t.SyncFault != "" {
+					d.LastError = strPtr(t.SyncFault)
 				}
 				dt.Partitions = append(dt.Partitions, d)
 			}

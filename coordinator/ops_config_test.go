@@ -295,6 +295,9 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 		{ReplicationFactorKey, "-1", def, false},
 		{ExcludeKey, "", def, false},
 		{IncludeKey, "a.*,b", dyn, false},
+		{ConfigSyncExcludeKey, "", def, false},
+		{GroupsIncludeKey, ".*", def, false},
+		{GroupsExcludeKey, "", def, false},
 		{"sasl.jaas.config", "<null>", dyn, true},
 	}
 	slices.SortFunc(want, func(a, b row) int { return strings.Compare(a.name, b.name) })

@@ -135,6 +135,10 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 	}
 	s.persistBoundary(ctx, mirror, changedTopics, boundary)
 	if status == TopicStopped {
+		// One last group offset sync while the source is reachable
+		// (DESIGN D9), after the appends ended, so the destination high
+		// watermarks are final; bounded, and never blocks the failover.
+		s.finalGroupSync(ctx, st.Mirrors[mirror], changedTopics)
 		for i, tr := range op.topics {
 			if tr.ErrorCode != 0 {
 				continue

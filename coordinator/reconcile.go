@@ -25,6 +25,7 @@ func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.runFailover(ctx) })
+	wg.Go(func() { s.runMetadataSync(ctx) })
 	tick := time.NewTicker(s.cfg.ReconcileInterval)
 	defer tick.Stop()
 	if s.states != nil {
@@ -69,7 +70,9 @@ func (s *Service) reconcile(ctx context.Context) error {
 
 	var active []string
 	for name, t := range st.Topics {
-		if t.Status == TopicActive {
+		// Topics of a mirror whose source changed cluster, and topics
+		// recreated on the source, are not driven (DESIGN D10).
+		if t.Status == TopicActive && t.SyncFault == "" && st.Mirrors[t.Mirror] != nil && st.Mirrors[t.Mirror].SyncFault == "" {
 			active = append(active, name)
 		}
 	}

@@ -39,6 +39,13 @@ type Mirror struct {
 	// the last config change; UpdatedMs tells watchers to reconnect.
 	CreatedMs int64 `json:"createdMs"`
 	UpdatedMs int64 `json:"updatedMs"`
+	// SyncFault is set while the source reports another cluster ID than
+	// SourceClusterID (DESIGN D10): fetching and metadata sync halt for the
+	// mirror until the ID returns.
+	SyncFault string `json:"syncFault,omitempty"`
+	// SyncedACLs are the destination ACLs the metadata sync created (copies
+	// of source ACLs), so it removes only those.
+	SyncedACLs []ACL `json:"syncedAcls,omitempty"`
 }
 
 // TopicStatus is the state a mirror topic is assigned by the operator, as
@@ -119,6 +126,9 @@ type MirrorTopic struct {
 	// RestartGen counts operator restarts (--start) of the active topic;
 	// sidecars restart its FAILED partitions when it grows.
 	RestartGen int64 `json:"restartGen,omitempty"`
+	// SyncFault is set when the metadata sync found the source topic
+	// recreated (another topic ID): its partitions are no longer driven.
+	SyncFault string `json:"syncFault,omitempty"`
 }
 
 // ACL is one Kafka ACL binding, with the int8 codes of the Kafka protocol.
@@ -198,6 +208,7 @@ func (m *Mirror) Clone() *Mirror {
 	c.Config = maps.Clone(m.Config)
 	c.Include = slices.Clone(m.Include)
 	c.Exclude = slices.Clone(m.Exclude)
+	c.SyncedACLs = slices.Clone(m.SyncedACLs)
 	return &c
 }
 

@@ -1,0 +1,345 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Metadata sync (DESIGN D10, KIP-1279 §2.2): every
+// mirror.metadata.refresh.interval.ms the raft leader compares each mirror's
+// source with the destination and brings the destination in line, in
+// independent steps (one failing step does not stop the others):
+//
+//   - cluster ID: a source that reports another cluster ID halts fetching and
+//     sync for the mirror (Mirror.SyncFault) until the ID returns;
+//   - topic IDs: a source topic recreated (another topic ID) is no longer
+//     driven (MirrorTopic.SyncFault);
+//   - partitions: partitions added on the source are added on the
+//     destination (CreatePartitions) and recorded (SetTopicPartitions);
+//   - configs, consumer group offsets, ACLs: see metasync_configs.go,
+//     metasync_groups.go and metasync_acls.go.
+//
+// Paused, stopped and faulty topics are skipped. DESIGN D10 says "run by the
+// coordinator": here that is the raft leader, one sidecar per destination
+// cluster. That is the simplest correct choice at this scale (one source
+// connection and a handful of admin requests per mirror and interval), and
+// its faults and records go through raft, so every sidecar acts on them.
+
+// Metadata sync step names, the step label of the metrics.
+const (
+	stepClusterID  = "cluster_id"
+	stepTopicID    = "topic_id"
+	stepPartitions = "partitions"
+	stepConfigs    = "configs"
+	stepGroups     = "groups"
+	stepACLs       = "acls"
+)
+
+// metaSyncCheckInterval is how often the loop looks for mirrors due a sync.
+const metaSyncCheckInterval = time.Second
+
+// metaSyncMetrics are the metadata sync's metrics.
+type metaSyncMetrics struct {
+	lastSuccess *prometheus.GaugeVec
+	items       *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	registered  []prometheus.Collector
+}
+
+func newMetaSyncMetrics() *metaSyncMetrics {
+	labels := []string{"mirror", "step"}
+	return &metaSyncMetrics{
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sidemirror_metadata_sync_last_success_timestamp_seconds",
+			Help: "When a metadata sync step last succeeded for a mirror (on the raft leader).",
+		}, labels),
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_metadata_sync_items_total",
+			Help: "Items a metadata sync step changed on the destination: partitions added, configs altered, group offsets committed, ACLs created or deleted, faults set or cleared.",
+		}, labels),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_metadata_sync_errors_total",
+			Help: "Failed metadata sync steps.",
+		}, labels),
+	}
+}
+
+// register registers the metrics on reg (nil: none); unregister undoes it.
+func (m *metaSyncMetrics) register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{m.lastSuccess, m.items, m.errors} {
+		if err := reg.Register(c); err != nil {
+			m.unregister(reg)
+			return fmt.Errorf("coordinator: registering metadata sync metrics: %w", err)
+		}
+		m.registered = append(m.registered, c)
+	}
+	return nil
+}
+
+func (m *metaSyncMetrics) unregister(reg prometheus.Registerer) {
+	for _, c := range m.registered {
+		reg.Unregister(c)
+	}
+	m.registered = nil
+}
+
+// record accounts one step's outcome.
+func (m *metaSyncMetrics) record(mirror, step string, items int, err error, now time.Time) {
+	if items > 0 {
+		m.items.WithLabelValues(mirror, step).Add(float64(items))
+	}
+	if err != nil {
+		m.errors.WithLabelValues(mirror, step).Inc()
+		return
+	}
+	m.lastSuccess.WithLabelValues(mirror, step).Set(float64(now.UnixNano()) / 1e9)
+}
+
+// runMetadataSync syncs every mirror's metadata once per
+// mirror.metadata.refresh.interval.ms while this sidecar is the raft leader,
+// until ctx ends. Service.Run runs it.
+func (s *Service) runMetadataSync(ctx context.Context) {
+	m := newMetaSyncMetrics()
+	if err := m.register(s.cfg.Registerer); err != nil {
+		s.log.Warn("metadata sync metrics are not exported", zap.Error(err))
+	}
+	defer m.unregister(s.cfg.Registerer)
+	log := s.log.Named("metasync")
+	last := map[string]time.Time{} // mirror -> last sync
+	tick := time.NewTicker(metaSyncCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !s.cfg.Node.IsLeader() {
+			clear(last) // a new term of leadership syncs at once
+			continue
+		}
+		st := s.state()
+		now := s.cfg.Now()
+		for name := range last {
+			if st.Mirrors[name] == nil {
+				delete(last, name)
+			}
+		}
+		for _, name := range st.MirrorNames() {
+			mir := st.Mirrors[name]
+			ms, _ := strconv.ParseInt(mirrorSetting(mir, RefreshIntervalKey), 10, 64)
+			if now.Sub(last[name]) < time.Duration(ms)*time.Millisecond {
+				continue
+			}
+			last[name] = now
+			s.syncMirrorMetadata(ctx, log.With(zap.String("mirror", name)), m, st, mir)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// metaSyncRound is one sync of one mirror: its clients and the topics in
+// scope.
+type metaSyncRound struct {
+	s      *Service
+	log    *zap.Logger
+	mirror *Mirror
+	src    *kgo.Client
+	srcAdm *kadm.Client
+	dstAdm *kadm.Client
+	// topics are the mirror's active topics without a fault, by name.
+	topics map[string]*MirrorTopic
+	// source is the source's view of the topics, by name.
+	source map[string]SourceTopic
+}
+
+// syncMirrorMetadata runs every step for one mirror.
+func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, st *State, m *Mirror) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	src, err := s.sourceClient(sourceConfig(m.Config))
+	if err != nil {
+		metrics.record(m.Name, stepClusterID, 0, err, s.cfg.Now())
+		log.Warn("metadata sync: cannot connect to the source", zap.Error(err))
+		return
+	}
+	defer src.Close()
+	r := &metaSyncRound{s: s, log: log, mirror: m, src: src, srcAdm: kadm.NewClient(src), dstAdm: kadm.NewClient(s.cfg.DestClient),
+		topics: map[string]*MirrorTopic{}}
+	step := func(name string, f func(context.Context) (int, error)) error {
+		items, err := f(ctx)
+		metrics.record(m.Name, name, items, err, s.cfg.Now())
+		if err != nil && ctx.Err() == nil {
+			log.Warn("metadata sync step failed", zap.String("step", name), zap.Error(err))
+		}
+		return err
+	}
+	// The cluster ID gates everything: another cluster's metadata must not
+	// reach the destination.
+	if err := step(stepClusterID, r.syncClusterID); err != nil || r.mirror.SyncFault != "" {
+		return
+	}
+	for _, t := range st.TopicsOf(m.Name) {
+		if t.Status == TopicActive {
+			r.topics[t.Name] = t
+		}
+	}
+	if len(r.topics) == 0 && len(m.SyncedACLs) == 0 {
+		return
+	}
+	if err := step(stepTopicID, r.syncTopicIDs); err != nil {
+		return // the other steps need the source's topics
+	}
+	_ = step(stepPartitions, r.syncPartitions)
+	_ = step(stepConfigs, r.syncConfigs)
+	_ = step(stepGroups, r.syncGroups)
+	_ = step(stepACLs, r.syncACLs)
+}
+
+// apply proposes a command and turns a failed result into an error.
+func (r *metaSyncRound) apply(ctx context.Context, c Command) error {
+	res, err := r.s.apply(ctx, c)
+	if err != nil {
+		return err
+	}
+	return res.Err()
+}
+
+// syncClusterID compares the source's cluster ID with the mirror's, records
+// it when the mirror has none yet, and sets or clears the mirror's fault.
+func (r *metaSyncRound) syncClusterID(ctx context.Context) (int, error) {
+	id, err := sourceClusterID(ctx, r.src)
+	if err != nil {
+		return 0, fmt.Errorf("source cluster ID: %w", err)
+	}
+	if id == "" {
+		return 0, errors.New("the source reported no cluster ID")
+	}
+	m := r.mirror
+	if m.SourceClusterID == "" {
+		return 1, r.apply(ctx, SetSourceClusterID{Name: m.Name, ClusterID: id})
+	}
+	fault := ""
+	if id != m.SourceClusterID {
+		fault = fmt.Sprintf("the source at %s is cluster %s, but mirror %s mirrors cluster %s: fetching and metadata sync are halted; "+
+			"point %s back at cluster %s, or stop the mirror's topics and create a new mirror",
+			m.Config[BootstrapServersKey], id, m.Name, m.SourceClusterID, BootstrapServersKey, m.SourceClusterID)
+	}
+	if fault == m.SyncFault {
+		return 0, nil
+	}
+	if err := r.apply(ctx, SetSyncFault{Mirror: m.Name, Fault: fault}); err != nil {
+		return 0, err
+	}
+	if fault != "" {
+		r.log.Error("source cluster ID changed: mirror halted", zap.String("source-cluster-id", id),
+			zap.String("mirror-cluster-id", m.SourceClusterID))
+	} else {
+		r.log.Info("source cluster ID is the mirror's again: mirror resumed", zap.String("source-cluster-id", id))
+	}
+	m.SyncFault = fault
+	return 1, nil
+}
+
+// syncTopicIDs loads the source topics and sets or clears the fault of
+// topics whose source topic ID changed; faulty topics leave r.topics.
+func (r *metaSyncRound) syncTopicIDs(ctx context.Context) (int, error) {
+	topics, err := sourceTopics(ctx, r.src)
+	if err != nil {
+		return 0, fmt.Errorf("source topics: %w", err)
+	}
+	r.source = make(map[string]SourceTopic, len(topics))
+	for _, t := range topics {
+		r.source[t.Name] = t
+	}
+	items := 0
+	var errs []error
+	for _, name := range sortedKeys(r.topics) {
+		t := r.topics[name]
+		st, ok := r.source[name]
+		if !ok {
+			delete(r.topics, name) // gone from the source: nothing to sync
+			continue
+		}
+		fault := ""
+		if t.SourceTopicID != ([16]byte{}) && st.ID != ([16]byte{}) && st.ID != t.SourceTopicID {
+			fault = fmt.Sprintf("source topic recreated (topic ID changed from %s to %s): stop the topic or start a new mirror",
+				topicIDString(t.SourceTopicID), topicIDString(st.ID))
+		}
+		if fault != t.SyncFault {
+			if err := r.apply(ctx, SetSyncFault{Mirror: r.mirror.Name, Topic: name, Fault: fault}); err != nil {
+				errs = append(errs, fmt.Errorf("topic %s: %w", name, err))
+			} else {
+				items++
+				if fault != "" {
+					r.log.Error("source topic recreated: its partitions are no longer mirrored", zap.String("topic", name),
+						zap.String("reason", fault))
+				}
+			}
+		}
+		if fault != "" {
+			delete(r.topics, name)
+		}
+	}
+	return items, errors.Join(errs...)
+}
+
+// topicIDString formats a topic ID as Kafka does (base64 URL, no padding).
+func topicIDString(id [16]byte) string {
+	return kadm.TopicID(id).String()
+}
+
+// syncPartitions adds partitions added on the source to the destination
+// and records the new count, so reconcile drives the new partitions. The
+// read-only ACLs are per topic, so they cover new partitions already.
+func (r *metaSyncRound) syncPartitions(ctx context.Context) (int, error) {
+	items := 0
+	var errs []error
+	for _, name := range sortedKeys(r.topics) {
+		t := r.topics[name]
+		want := r.source[name].Partitions
+		if want <= t.Partitions {
+			continue
+		}
+		ex, err := r.s.cfg.Destination.DescribeTopic(ctx, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ex == nil {
+			errs = append(errs, fmt.Errorf("destination topic %s does not exist", name))
+			continue
+		}
+		if ex.Partitions < want {
+			resp, err := r.dstAdm.UpdatePartitions(ctx, int(want), name)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("add partitions to destination topic %s (%d -> %d): %w", name, ex.Partitions, want, err))
+				continue
+			}
+		}
+		if err := r.apply(ctx, SetTopicPartitions{Topic: name, Partitions: want}); err != nil {
+			errs = append(errs, fmt.Errorf("record the partition count of %s: %w", name, err))
+			continue
+		}
+		r.log.Info("source topic grew: partitions added", zap.String("topic", name), zap.Int32("from", t.Partitions), zap.Int32("to", want))
+		t.Partitions = want
+		items++
+	}
+	return items, errors.Join(errs...)
+}
