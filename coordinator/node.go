@@ -20,11 +20,15 @@ import (
 	"go.uber.org/zap"
 )
 
-// Defaults of NodeConfig, suited to sidecars on one LAN.
+// Defaults of NodeConfig, suited to sidecars on one LAN whose hosts are
+// busy: sidecars share their machine with a broker, and a leader that steps
+// down because a follower answered a little late (the lease) restarts the
+// dead-sidecar clocks of DESIGN D7, so stability is worth a second or two of
+// election time.
 const (
-	DefaultHeartbeatTimeout   = time.Second
-	DefaultElectionTimeout    = time.Second
-	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+	DefaultHeartbeatTimeout   = 2 * time.Second
+	DefaultElectionTimeout    = 2 * time.Second
+	DefaultLeaderLeaseTimeout = time.Second
 	DefaultCommitTimeout      = 50 * time.Millisecond
 )
 
