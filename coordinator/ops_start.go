@@ -19,7 +19,8 @@ import (
 // startTopics handles StartMirrorTopics (KIP-1279 §4.2, DESIGN D16): it
 // expands the given names and regexes against the source's topics, creates
 // each destination topic with the source's partition count and the configs
-// of D3 (or accepts an existing empty one with the same partition count),
+// of D3 (or accepts an existing one with the same partition count that is
+// empty or holds a prefix of the source's log: failback, D9),
 // makes it read-only (D4), and assigns it to the mirror through raft.
 // Every topic gets its own result; one bad topic does not fail the others.
 func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopicsRequest) protocol.Response {
@@ -202,7 +203,13 @@ func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *k
 		return topicErr(kerr.InvalidPartitions, "destination topic %s already exists with %d partitions, the source topic has %d: delete it or start another topic",
 			t.Name, ex.Partitions, t.Partitions)
 	case !ex.Empty:
-		return topicErr(kerr.InvalidRequest, "destination topic %s already exists and holds records: only an empty topic can become a mirror topic", t.Name)
+		// Failback (D9): accepted when every partition's log is a prefix
+		// of the source's; the fetcher resumes from its log end offset.
+		if err := s.checkPrefix(ctx, src, t.Name, t.Partitions); err != nil {
+			return err
+		}
+		s.log.Info("destination topic holds a prefix of the source topic: mirroring resumes from its log end offset",
+			zap.String("mirror", m.Name), zap.String("topic", t.Name))
 	}
 	if unprotected {
 		return nil

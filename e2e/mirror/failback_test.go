@@ -1,0 +1,289 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
+
+// TestUnplannedFailoverWithLag fails over while the source is down and the
+// mirror lags: the consumer group offsets synced to the destination must
+// never point beyond the destination's log, and a consumer resuming from
+// them on the destination must read every record that reached it.
+func TestUnplannedFailoverWithLag(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic, group = "ufo", "ufo", "ufo-group"
+	createSourceTopic(t, topic, 2, nil)
+	produceVariety(t, env.Source, topic, 4000, 31)
+	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config",
+		mirrorConfigFile(t, map[string]string{"mirror.metadata.refresh.interval.ms": "2000"}))
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	waitCaughtUp(t, mirror, topic, 2*time.Minute)
+
+	// A group without members commits half way on the source; metadata
+	// sync copies its offsets to the destination.
+	half := map[int32]int64{}
+	for p, o := range endOffsets(t, env.Source, topic) {
+		half[p] = o / 2
+	}
+	commitOffsets(t, env.Source, group, topic, half)
+	waitFor(t, 30*time.Second, "the group's offsets on the destination", func() bool {
+		return maps.Equal(groupOffsets(t, env.Destination, group, topic), half)
+	})
+
+	// A burst, the group moves to the source's end, and the source dies
+	// at once: the mirror has not caught up. A fetch quota on the source
+	// makes sure the mirror lags.
+	fetchQuota(t, env.Source, 100_000)
+	produceVariety(t, env.Source, topic, 30000, 32)
+	srcEnd := endOffsets(t, env.Source, topic)
+	commitOffsets(t, env.Source, group, topic, srcEnd)
+	for _, n := range env.Source.Nodes() {
+		n.Kill()
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_ = env.Source.StartStopped(ctx)
+	})
+
+	out := mustCLI(t, "--stop", "--topics", topic, "--mirror", mirror)
+	if want := "Stopped mirroring for 1 topic(s) in mirror ufo: [ufo]\n"; out != want {
+		t.Fatalf("stop printed %q, want %q", out, want)
+	}
+	dstEnd := endOffsets(t, env.Destination, topic)
+	committed := groupOffsets(t, env.Destination, group, topic)
+	t.Logf("source end %v (lost with the source), destination end %v, committed on the destination %v", srcEnd, dstEnd, committed)
+	if len(committed) != len(dstEnd) {
+		t.Fatalf("committed offsets %v do not cover every partition %v", committed, dstEnd)
+	}
+	lagged := false
+	for p, end := range dstEnd {
+		if end < srcEnd[p] {
+			lagged = true
+		}
+		c := committed[p]
+		if c < half[p] || c > end {
+			t.Fatalf("partition %d: committed offset %d on the destination is outside [%d, %d] (synced offset, destination end)", p, c, half[p], end)
+		}
+		if n := consumeFrom(t, env.Destination, topic, p, c, end); n != end-c {
+			t.Fatalf("partition %d: read %d records from the committed offset %d to the end %d, want %d", p, n, c, end, end-c)
+		}
+	}
+	if !lagged {
+		t.Fatalf("the mirror had caught up before the source died: the lag case was not exercised")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := env.Source.StartStopped(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fetchQuota sets consumer_byte_rate for the default client ID on c, and
+// removes it at test end, after the cleanups that restart c's nodes.
+func fetchQuota(t *testing.T, c *testbed.Cluster, rate float64) {
+	t.Helper()
+	alter := func(remove bool) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cl, err := c.NewClient(testbed.Admin)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		entity := kadm.ClientQuotaEntity{{Type: "client-id"}} // nil name: the default
+		op := kadm.AlterClientQuotaOp{Key: "consumer_byte_rate", Value: rate, Remove: remove}
+		var res []kadm.AlteredClientQuota
+		for ctx.Err() == nil { // the cluster may still be coming back
+			if res, err = kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{op}}}); err == nil {
+				for _, r := range res {
+					if r.Err != nil {
+						err = r.Err
+					}
+				}
+				if err == nil {
+					return nil
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		return err
+	}
+	// Registered first, run last: after the cleanup that restarts the nodes.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_ = c.StartStopped(ctx)
+		if err := alter(true); err != nil {
+			t.Errorf("removing the fetch quota of %s: %v", c.Name(), err)
+		}
+	})
+	if err := alter(false); err != nil {
+		t.Fatalf("fetch quota on %s: %v", c.Name(), err)
+	}
+}
+
+// consumeFrom reads partition p of topic on c from offset from up to end
+// and returns how many records it read, failing on a skipped offset.
+func consumeFrom(t *testing.T, c *testbed.Cluster, topic string, p int32, from, end int64) int64 {
+	t.Helper()
+	if from >= end {
+		return 0
+	}
+	cl := newClient(t, c, testbed.Admin, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		topic: {p: kgo.NewOffset().At(from)},
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	next, n := from, int64(0)
+	for next < end {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("partition %d: read up to %d of [%d, %d): %v", p, next, from, end, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("consuming %s-%d on %s: %v", topic, p, c.Name(), err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next {
+				t.Fatalf("%s-%d on %s: read offset %d, want %d: records were skipped", topic, p, c.Name(), r.Offset, next)
+			}
+			next++
+			n++
+		})
+	}
+	return n
+}
+
+// failover mirrors topic from A (env.Source) to B (env.Destination), stops
+// it on B and writes records on B as its applications would. It returns
+// the end offsets both clusters shared at the stop.
+func failover(t *testing.T, mirror, topic string, seed uint64) map[int32]int64 {
+	t.Helper()
+	createSourceTopic(t, topic, 2, nil)
+	produceVariety(t, env.Source, topic, 3000, seed)
+	createMirror(t, mirror)
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	waitCaughtUp(t, mirror, topic, 2*time.Minute)
+	common := endOffsets(t, env.Source, topic)
+	out := mustCLI(t, "--stop", "--topics", topic, "--mirror", mirror)
+	if want := fmt.Sprintf("Stopped mirroring for 1 topic(s) in mirror %s: [%s]\n", mirror, topic); out != want {
+		t.Fatalf("stop printed %q, want %q", out, want)
+	}
+	produceVariety(t, env.Destination, topic, 1000, seed+1)
+	return common
+}
+
+// sidecarsBesideSource starts a sidecar group beside A, for mirrors from B
+// back to A, and creates mirror there with B as its source.
+func sidecarsBesideSource(t *testing.T, mirror string) *testbed.SidecarGroup {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	g, err := testbed.StartSidecars(ctx, env.Bin.Sidemirror, env.Source, dir, nil)
+	if err != nil {
+		t.Fatalf("sidecars beside the source cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(g.LogTails(60))
+		}
+		g.Close()
+	})
+	props := env.Destination.ClientProperties(testbed.Sidemirror)
+	props["mirror.readonly.enforcement"] = "none"
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
+	}
+	path := filepath.Join(dir, "failback.properties")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var r cliResult
+	// The new raft group elects a leader first.
+	waitFor(t, time.Minute, "the mirror to be created beside the source", func() bool {
+		r = cliAt(t, g.AdminBootstrap(), "--create", "--mirror", mirror, "--mirror-config", path)
+		return r.code == 0 || strings.Contains(r.stderr, "already exists")
+	})
+	if r.code != 0 {
+		t.Fatalf("create beside the source: %s", r.stderr)
+	}
+	return g
+}
+
+// TestFailbackWithoutDivergence fails over from A to B, writes on B and
+// fails back: A's log is a prefix of B's, so the start is accepted and A
+// catches up with B without copying a record twice.
+func TestFailbackWithoutDivergence(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic = "fb", "fb"
+	common := failover(t, mirror, topic, 41)
+	g := sidecarsBesideSource(t, mirror)
+
+	r := cliAt(t, g.AdminBootstrap(), "--start", "--topics", topic, "--mirror", mirror)
+	if want := "Started 1 mirror topic(s) in mirror fb: [fb]\n"; r.code != 0 || r.stdout != want {
+		t.Fatalf("failback start: exit %d, stdout %q (want %q), stderr %q", r.code, r.stdout, want, r.stderr)
+	}
+	var a, b map[int32]int64
+	waitFor(t, 2*time.Minute, "A to catch up with B", func() bool {
+		a, b = endOffsets(t, env.Source, topic), endOffsets(t, env.Destination, topic)
+		return maps.Equal(a, b)
+	})
+	total := int64(0)
+	for p, o := range b {
+		if a[p] <= common[p] {
+			t.Logf("partition %d got no record on B after the failover", p)
+		}
+		total += o
+	}
+	if total != 4000 {
+		t.Fatalf("B holds %d records, want 3000 mirrored plus 1000 written after the failover", total)
+	}
+	if n := compareAll(t, topic, 2); int64(n) != total {
+		t.Fatalf("compared %d records, want %d: a record was copied twice or lost (A %v, B %v)", n, total, a, b)
+	}
+}
+
+// TestFailbackWithDivergence writes on A after the failover as well: A's
+// log is no longer a prefix of B's and the start is refused with the
+// partition and offset where the logs part.
+func TestFailbackWithDivergence(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic = "fbd", "fbd"
+	common := failover(t, mirror, topic, 51)
+	produceVariety(t, env.Source, topic, 200, 53)
+	a := endOffsets(t, env.Source, topic)
+	first := int32(-1)
+	for p := range int32(2) {
+		if a[p] > common[p] {
+			first = p
+			break
+		}
+	}
+	if first < 0 {
+		t.Fatalf("no partition got the extra records: A %v, common %v", a, common)
+	}
+	g := sidecarsBesideSource(t, mirror)
+
+	r := cliAt(t, g.AdminBootstrap(), "--start", "--topics", topic, "--mirror", mirror)
+	want := fmt.Sprintf("partition %d diverged at offset %d: this cluster has %d records", first, common[first], a[first]-common[first])
+	if r.code != 1 || !strings.Contains(r.stderr, "Error for topic fbd: ") || !strings.Contains(r.stderr, want) {
+		t.Fatalf("failback start onto a diverged topic: exit %d, stdout %q, stderr %q; want exit 1 and %q", r.code, r.stdout, r.stderr, want)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(r.stderr))
+	if got := endOffsets(t, env.Source, topic); !maps.Equal(got, a) {
+		t.Fatalf("A's end offsets moved from %v to %v after a refused start", a, got)
+	}
+}
