@@ -117,8 +117,10 @@ func crcValid(b []byte) bool {
 
 // checkBatch applies the rules every source batch must pass before it is
 // touched (b and rb as parseBatch returned them). In order: the CRC32C must
-// match; control batches, transactional batches and batches with compaction
-// holes inside are not mirrored yet. The error names the offset.
+// match; control batches and transactional batches are not mirrored yet; a
+// record count beyond the batch's offset range is corruption. Compaction
+// holes (fewer records than offsets, or none) pass. The error names the
+// offset.
 func checkBatch(b []byte, rb *kmsg.RecordBatch) error {
 	if !crcValid(b) {
 		return fmt.Errorf("%w: CRC32C mismatch in the batch at offset %d (stored %08x, computed %08x)",
@@ -130,9 +132,9 @@ func checkBatch(b []byte, rb *kmsg.RecordBatch) error {
 	if rb.Attributes&attrTransactional != 0 {
 		return fmt.Errorf("%w (batch at offset %d, producer ID %d)", ErrTransactionalBatch, rb.FirstOffset, rb.ProducerID)
 	}
-	if rb.LastOffsetDelta < 0 || int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1 {
-		return fmt.Errorf("%w (batch at offset %d holds %d records for offsets %d..%d)",
-			ErrCompactedBatch, rb.FirstOffset, rb.NumRecords, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta))
+	if rb.LastOffsetDelta < 0 || rb.NumRecords < 0 || int64(rb.NumRecords) > int64(rb.LastOffsetDelta)+1 {
+		return fmt.Errorf("%w: batch at offset %d holds %d records for offsets %d..%d",
+			ErrCorruptBatch, rb.FirstOffset, rb.NumRecords, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta))
 	}
 	return nil
 }
@@ -141,15 +143,17 @@ func checkBatch(b []byte, rb *kmsg.RecordBatch) error {
 type batchAction int8
 
 const (
-	actionAppend batchAction = iota // base offset == expected: append it
+	actionAppend batchAction = iota // base offset == expected, no holes: append it
 	actionSkip                      // wholly below expected: already there
+	actionHoles                     // compaction holes before or inside it: see holePlan
 )
 
 // inspectBatch decides what to do with the complete batch b when the
 // destination's next offset is expected. It never modifies b. A batch that
 // ends before expected is skipped (fetches may start inside a batch); any
-// other batch must start exactly at expected and pass checkBatch, or the
-// error says why it cannot be mirrored.
+// other batch must start at or after expected and pass checkBatch, or the
+// error says why it cannot be mirrored. A batch that starts after expected
+// (a hole between batches), has holes inside or is empty is actionHoles.
 func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, error) {
 	rb, err := parseBatch(b)
 	if err != nil {
@@ -162,11 +166,12 @@ func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, erro
 	case rb.FirstOffset < expected:
 		return rb, 0, fmt.Errorf("%w: source batch %d..%d, destination log end offset %d; splitting batches is not supported",
 			ErrBatchStraddle, rb.FirstOffset, last, expected)
-	case rb.FirstOffset > expected:
-		return rb, 0, fmt.Errorf("%w (expected offset %d, next source batch starts at %d)", ErrOffsetGap, expected, rb.FirstOffset)
 	}
 	if err := checkBatch(b, &rb); err != nil {
 		return rb, 0, err
+	}
+	if rb.FirstOffset > expected || int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1 {
+		return rb, actionHoles, nil
 	}
 	return rb, actionAppend, nil
 }

@@ -3,7 +3,7 @@
 // header fields (the sidecar's idempotent producer ID, epoch and sequence,
 // with the CRC32C recomputed) and appends them to the local destination
 // broker at the same offsets they have on the source, without decompressing
-// or recompressing the records.
+// or recompressing the records (batches with compaction holes inside aside).
 //
 // The coordinator drives a Manager:
 //
@@ -23,10 +23,12 @@
 // from the local broker, and sends a source batch only when its base offset
 // is that log end offset; the broker must append it there. A destination
 // behind the source's log start is aligned with filler records (copies of
-// the first live record) and DeleteRecords. Batches that cannot be mirrored
-// exactly yet (transactions, control batches, compaction holes, old message
-// formats, corruption) fail the partition with a reason naming the offset;
-// nothing is ever written wrongly.
+// the first live record) and DeleteRecords; compaction holes get copies of
+// the next live record (filler batches between batches; batches with holes
+// inside are rebuilt, the only recompression). Batches that cannot be
+// mirrored exactly yet (transactions, control batches, old message formats,
+// corruption) fail the partition with a reason naming the offset; nothing is
+// ever written wrongly.
 //
 // Main types: Manager (partitions, mirrors, the appender, the producer ID),
 // Partition and PartitionStatus (what the coordinator sees), State (the

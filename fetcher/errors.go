@@ -36,14 +36,13 @@ var (
 	// marker, attributes bit 5); these are not mirrored yet (DESIGN.md D8).
 	ErrControlBatch = errors.New("fetcher: control batch (transaction marker): mirroring transactions is not supported yet")
 
-	// ErrCompactedBatch means a source batch has compaction holes inside it
-	// (record count != lastOffsetDelta+1); rebuilding such batches with
-	// fillers (DESIGN.md D2) is not supported yet.
+	// ErrCompactedBatch is no longer returned: batches with compaction holes
+	// inside are rebuilt with fillers (DESIGN.md D2). Kept for callers that
+	// compare against it.
 	ErrCompactedBatch = errors.New("fetcher: batch with compaction holes (record count differs from its offset range): not mirrored yet")
 
-	// ErrOffsetGap means the next source batch starts beyond the next
-	// expected offset (a compaction hole between batches); filling such
-	// holes (DESIGN.md D2) is not supported yet.
+	// ErrOffsetGap is no longer returned: holes between source batches are
+	// filled (DESIGN.md D2). Kept for callers that compare against it.
 	ErrOffsetGap = errors.New("fetcher: gap between source batches (compaction hole): not mirrored yet")
 
 	// ErrBatchStraddle means a source batch starts before and ends after the

@@ -14,6 +14,7 @@ type metrics struct {
 	records       *prometheus.CounterVec   // mirror, topic
 	bytes         *prometheus.CounterVec   // mirror, topic
 	fillers       *prometheus.CounterVec   // mirror, topic
+	rebuilt       *prometheus.CounterVec   // mirror, topic
 	fetchLatency  *prometheus.HistogramVec // mirror
 	appendLatency prometheus.Histogram
 	partitions    *prometheus.GaugeVec   // state
@@ -47,7 +48,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"mirror", "topic"}),
 		fillers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sidemirror_filler_records_total",
-			Help: "Filler records written to close gaps in source logs.",
+			Help: "Filler records written to close gaps in source logs (leading gaps and compaction holes).",
+		}, []string{"mirror", "topic"}),
+		rebuilt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_rebuilt_batches_total",
+			Help: "Source batches with compaction holes inside, appended rebuilt (decompressed, holes filled, recompressed).",
 		}, []string{"mirror", "topic"}),
 		fetchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sidemirror_fetch_latency_seconds",
@@ -73,6 +78,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.records = register(reg, m.records, &err)
 	m.bytes = register(reg, m.bytes, &err)
 	m.fillers = register(reg, m.fillers, &err)
+	m.rebuilt = register(reg, m.rebuilt, &err)
 	m.fetchLatency = register(reg, m.fetchLatency, &err)
 	m.appendLatency = register(reg, m.appendLatency, &err)
 	m.partitions = register(reg, m.partitions, &err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -319,6 +320,14 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 		return 0, fmt.Errorf("%w: source batch %d..%d holds the source log start offset %d, destination log end offset %d",
 			ErrBatchStraddle, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta), start, leo)
 	}
+	if !liveAtOrAfter(b, &rb, start) {
+		// Compaction emptied the batch holding S from S on: the stream's
+		// hole plan fills up to the next live record once it is fetched.
+		p.log.Info("leading gap: no live record in the batch holding the source log start offset; filling with the next one",
+			zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start))
+		p.pendingDelete = start
+		return start, nil
+	}
 	rec, err := firstLiveRecord(b, &rb, start)
 	if err != nil {
 		return 0, err
@@ -326,27 +335,83 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 	p.log.Info("leading gap: writing fillers",
 		zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start),
 		zap.Int64("filler-end-offset", target), zap.Int64("copied-offset", rec.Offset))
-	per := int64(rec.fillersPerBatch())
-	for off := leo; off < target; {
-		n := min(per, target-off)
-		raw := buildFillerBatch(p.m.zst, &rec, int(n))
-		if err := pl.waitRoom(); err != nil {
-			return 0, err
-		}
-		pl.submit(p.newItem(raw, off, int32(n), true))
-		off += n
+	if err := p.submitFillers(pl, &rec, leo, target); err != nil {
+		return 0, err
 	}
 	p.pendingDelete = start
 	return start, nil
 }
 
-// newItem rewrites the batch raw (source offsets base.., n records) with the
-// sidecar's producer ID, epoch and next sequence.
-func (p *partition) newItem(raw []byte, base int64, n int32, filler bool) *appendItem {
+// submitFillers appends filler batches of copies of rec at the offsets
+// from..to-1.
+func (p *partition) submitFillers(pl *pipeline, rec *fillerRecord, from, to int64) error {
+	per := int64(rec.fillersPerBatch())
+	for off := from; off < to; {
+		n := min(per, to-off)
+		raw := buildFillerBatch(p.m.zst, rec, int(n))
+		if err := pl.waitRoom(); err != nil {
+			return err
+		}
+		pl.submit(p.newItem(raw, off, int32(n), int32(n)))
+		off += n
+	}
+	return nil
+}
+
+// submitHoles handles a source batch with compaction holes before or inside
+// it (actionHoles, DESIGN.md D2): it plans it with what plan holds pending
+// and submits the resulting fillers, rebuilt batches and source batches in
+// offset order, or keeps them pending until the next live record arrives.
+func (p *partition) submitHoles(pl *pipeline, plan *holePlan, b []byte, rb *kmsg.RecordBatch, cursor int64) error {
+	steps, next, err := plan.planBatch(b, rb, cursor)
+	if err != nil {
+		return err
+	}
+	if len(steps) == 0 {
+		p.log.Debug("compaction hole: waiting for the next live record",
+			zap.Int64("from", pl.next), zap.Int64("to", plan.end-1))
+	}
+	for _, s := range steps {
+		switch s.kind {
+		case stepBatch:
+			if err := pl.waitRoom(); err != nil {
+				return err
+			}
+			pl.submit(p.newItem(s.raw, s.base, int32(s.n), 0))
+		case stepFillers:
+			p.log.Debug("compaction hole: writing fillers",
+				zap.Int64("from", s.base), zap.Int64("to", s.base+s.n-1), zap.Int64("fillers", s.n),
+				zap.Int64("copied-offset", s.fillerOf))
+			if err := p.submitFillers(pl, next, s.base, s.base+s.n); err != nil {
+				return err
+			}
+		case stepRebuild:
+			raw, copies, err := rebuildBatch(p.m.zst, s.batch, next)
+			if err != nil {
+				return err
+			}
+			p.log.Debug("compaction holes inside a batch: rebuilt",
+				zap.Int64("from", s.base), zap.Int64("to", s.base+s.n-1), zap.Int32("fillers", copies),
+				zap.Int("live-records", len(s.batch.recs)), zap.Int("bytes", len(raw)))
+			if err := pl.waitRoom(); err != nil {
+				return err
+			}
+			it := p.newItem(raw, s.base, int32(s.n), copies)
+			it.rebuilt = true
+			pl.submit(it)
+		}
+	}
+	return nil
+}
+
+// newItem rewrites the batch raw (source offsets base.., n records of which
+// fillers are copies) with the sidecar's producer ID, epoch and next
+// sequence.
+func (p *partition) newItem(raw []byte, base int64, n, fillers int32) *appendItem {
 	seq := p.prod.seq
 	p.prod.seq = nextSequence(seq, n)
 	rewriteBatch(raw, p.prod.ident.id, p.prod.ident.epoch, seq)
-	return &appendItem{p: p, raw: raw, base: base, last: base + int64(n) - 1, num: n, seqNext: p.prod.seq, filler: filler}
+	return &appendItem{p: p, raw: raw, base: base, last: base + int64(n) - 1, num: n, seqNext: p.prod.seq, fillers: fillers}
 }
 
 // stream mirrors from fetchFrom: it attaches the partition to the fetch
@@ -363,6 +428,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 		deleteErrs int
 		cur        *fetched
 		pos        int
+		plan       = newHolePlan() // compaction holes waiting for the next live record
 		timer      = time.NewTimer(time.Hour)
 	)
 	defer timer.Stop()
@@ -427,14 +493,21 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 				continue
 			}
 			pos += len(b)
-			rb, action, err := inspectBatch(b, pl.next)
+			cursor := plan.cursor(pl.next)
+			rb, action, err := inspectBatch(b, cursor)
 			if err != nil {
 				return err
 			}
-			if action == actionSkip {
+			switch {
+			case action == actionSkip:
+				continue
+			case action == actionHoles || plan.pending():
+				if err := p.submitHoles(pl, &plan, b, &rb, cursor); err != nil {
+					return err
+				}
 				continue
 			}
-			pl.submit(p.newItem(b, rb.FirstOffset, rb.NumRecords, false))
+			pl.submit(p.newItem(b, rb.FirstOffset, rb.NumRecords, 0))
 		}
 		if pl.err != nil {
 			return pl.err
@@ -622,8 +695,7 @@ func (p *partition) detach() {
 // isFatal reports whether err fails the partition (no automatic retry).
 func isFatal(err error) bool {
 	for _, target := range []error{
-		ErrCorruptBatch, ErrMessageFormat, ErrTransactionalBatch, ErrControlBatch, ErrCompactedBatch,
-		ErrOffsetGap, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
+		ErrCorruptBatch, ErrMessageFormat, ErrTransactionalBatch, ErrControlBatch, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
 		ErrSourceRejected,
 	} {
 		if errors.Is(err, target) {

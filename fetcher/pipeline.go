@@ -17,7 +17,8 @@ type appendItem struct {
 	last    int64  // source last offset
 	num     int32
 	seqNext int32 // the sequence after this batch
-	filler  bool
+	fillers int32 // filler records in it: num for filler batches
+	rebuilt bool  // a source batch rebuilt with its compaction holes filled
 
 	res *appendResult // set by the driver when its result arrived
 }
@@ -126,25 +127,28 @@ func (pl *pipeline) complete(it *appendItem) {
 		p.prod.lastAck = time.Now()
 		p.attempt = 0
 	}
-	n := int64(it.num)
+	n, fillers := int64(it.num-it.fillers), int64(it.fillers)
 	p.mu.Lock()
 	p.dstLEO = pl.leo
 	if p.state != StateFailed {
 		p.lastErr = "" // a retriable error is over once appends succeed again
 	}
-	if it.filler {
-		p.fillers += n
-	} else {
+	p.fillers += fillers
+	if n > 0 { // not a filler batch
 		p.records += n
 		p.bytes += int64(len(it.raw))
 	}
 	p.updateLagLocked()
 	p.mu.Unlock()
-	if it.filler {
-		p.m.met.fillers.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(n))
-	} else {
+	if fillers > 0 {
+		p.m.met.fillers.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(fillers))
+	}
+	if n > 0 {
 		p.m.met.records.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(n))
 		p.m.met.bytes.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(len(it.raw)))
+	}
+	if it.rebuilt {
+		p.m.met.rebuilt.WithLabelValues(p.key.Mirror, p.key.Topic).Inc()
 	}
 }
 

@@ -71,8 +71,10 @@ type PartitionStatus struct {
 	LastError string
 
 	// RecordsMirrored and BytesMirrored count source records and batch
-	// bytes appended by this Manager; FillerRecords counts filler records
-	// written to close gaps (DESIGN.md D2).
+	// bytes appended by this Manager (rebuilt batches count their live
+	// records and all their bytes); FillerRecords counts filler records
+	// written to close gaps and compaction holes, copies inside rebuilt
+	// batches included (DESIGN.md D2).
 	RecordsMirrored, BytesMirrored, FillerRecords int64
 }
 

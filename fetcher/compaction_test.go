@@ -1,0 +1,154 @@
+package fetcher
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// produceOverwrites writes n records over a few keys (tombstones now and
+// then) to topic/0 with every codec, in batches of 1..12 records.
+func (e *testEnv) produceOverwrites(rng *rand.Rand, topic string, from, n int) {
+	e.t.Helper()
+	ctx := context.Background()
+	for i := from; i < from+n; {
+		cl := e.producer(codecs[rng.IntN(len(codecs))].codec)
+		var recs []*kgo.Record
+		for range 1 + rng.IntN(12) {
+			r := &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "key-%d", rng.IntN(15)), Value: fmt.Appendf(nil, "value %d", i)}
+			switch {
+			case i%11 == 0:
+				r.Value = nil // tombstone
+			case i%7 == 0:
+				r.Headers = []kgo.RecordHeader{{Key: "h", Value: fmt.Appendf(nil, "%d", i)}, {Key: "null"}}
+			}
+			recs = append(recs, r)
+			i++
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// sourceHoles counts the holes of the source partition's log: offsets
+// between its start and end that no record holds.
+func (e *testEnv) sourceHoles(topic string) (holes int64, holedBatches int) {
+	e.t.Helper()
+	start := e.offsets(e.srcAdm, true, topic)[0]
+	next := start
+	for _, b := range e.rawBatches(e.src, e.srcCl, topic, 0, start) {
+		rb, err := parseBatch(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		holes += rb.FirstOffset - next + int64(rb.LastOffsetDelta) + 1 - int64(rb.NumRecords)
+		if int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1 {
+			holedBatches++
+		}
+		next = batchNext(b)
+	}
+	return holes, holedBatches
+}
+
+// compareCompacted checks D2 on a compacted source: the destination has the
+// source's start and end offsets and every offset in between; each holds the
+// source record at that offset or, in a hole, a copy of the next source
+// record after it.
+func (e *testEnv) compareCompacted(topic string) (live, copies int) {
+	e.t.Helper()
+	srcStart, dstStart := e.offsets(e.srcAdm, true, topic)[0], e.offsets(e.dstAdm, true, topic)[0]
+	srcEnd, dstEnd := e.offsets(e.srcAdm, false, topic)[0], e.offsets(e.dstAdm, false, topic)[0]
+	if srcStart != dstStart || srcEnd != dstEnd {
+		e.t.Fatalf("source offsets %d..%d, destination %d..%d", srcStart, srcEnd, dstStart, dstEnd)
+	}
+	src, dst := e.readAll(e.src, e.srcAdm, topic)[0], e.readAll(e.dst, e.dstAdm, topic)[0]
+	if int64(len(dst)) != dstEnd-dstStart {
+		e.t.Fatalf("destination holds %d records for offsets %d..%d", len(dst), dstStart, dstEnd-1)
+	}
+	i := 0
+	for _, d := range dst {
+		for i < len(src) && src[i].Offset < d.Offset {
+			i++
+		}
+		if i == len(src) {
+			e.t.Fatalf("destination offset %d: beyond the last source record", d.Offset)
+		}
+		s := src[i]
+		if !sameBytes(s.Key, d.Key) || !sameBytes(s.Value, d.Value) || !s.Timestamp.Equal(d.Timestamp) || len(s.Headers) != len(d.Headers) {
+			e.t.Fatalf("destination offset %d holds %q=%q %v, want (a copy of) source offset %d %q=%q %v",
+				d.Offset, d.Key, d.Value, d.Timestamp, s.Offset, s.Key, s.Value, s.Timestamp)
+		}
+		for j := range s.Headers {
+			if s.Headers[j].Key != d.Headers[j].Key || !sameBytes(s.Headers[j].Value, d.Headers[j].Value) {
+				e.t.Fatalf("destination offset %d: header %d differs", d.Offset, j)
+			}
+		}
+		if s.Offset == d.Offset {
+			live++
+		} else {
+			copies++
+		}
+	}
+	if live != len(src) {
+		e.t.Fatalf("%d of %d source records found at their offsets", live, len(src))
+	}
+	return live, copies
+}
+
+// TestCompactedSource mirrors a source partition that kfake compacted:
+// holes between batches and inside them (kfake keeps a batch's base offset
+// and drops trailing holes), before and after the partition starts.
+func TestCompactedSource(t *testing.T) {
+	const topic = "compacted"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	ctx := context.Background()
+	v, zero := "compact", "0"
+	if _, err := e.srcAdm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v},
+		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero},
+	}, topic); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	e.produceOverwrites(rng, topic, 0, 600)
+	e.src.Compact()
+	holes, holed := e.sourceHoles(topic)
+	if holes == 0 || holed == 0 {
+		t.Fatalf("compaction left %d holes, %d batches with holes inside", holes, holed)
+	}
+
+	m := e.newManager()
+	p := Partition{testMirror, topic, 0}
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0})
+	live, copies := e.compareCompacted(topic)
+	st := waitState(t, m, p, StateMirroring)
+	rebuilt := metricValue(t, m.met.rebuilt.WithLabelValues(testMirror, topic))
+	t.Logf("first pass: %d holes (%d batches with holes inside); %d live records, %d copies; FillerRecords %d, rebuilt batches %v",
+		holes, holed, live, copies, st.FillerRecords, rebuilt)
+	if rebuilt == 0 || st.RecordsMirrored != int64(live) {
+		t.Fatalf("rebuilt %v, RecordsMirrored %d, want > 0 and %d", rebuilt, st.RecordsMirrored, live)
+	}
+	if got := metricValue(t, m.met.fillers.WithLabelValues(testMirror, topic)); got != float64(st.FillerRecords) {
+		t.Fatalf("sidemirror_filler_records_total = %v, FillerRecords %d", got, st.FillerRecords)
+	}
+
+	// Overwrites while mirroring, then new holes behind a stopped partition,
+	// where the destination log end offset may fall into a hole.
+	e.produceOverwrites(rng, topic, 600, 300)
+	e.waitCaughtUp(m, topic, []int32{0})
+	if err := m.Stop(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e.produceOverwrites(rng, topic, 900, 400)
+	e.src.Compact()
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0})
+	live, copies = e.compareCompacted(topic)
+	t.Logf("second pass: %d live records, %d copies", live, copies)
+}
