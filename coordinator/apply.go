@@ -535,3 +535,5 @@ func (c RecordSyncedACLs) apply(s *State) Result {
 	m.SyncedACLs = slices.Clone(c.ACLs)
 	return Result{}
 }
+
+func (ReadBarrier) apply(*State) Result { return Result{} }

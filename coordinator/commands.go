@@ -33,6 +33,7 @@ const (
 	CmdSetTopicPartitions  CommandType = 15
 	CmdSetSyncFault        CommandType = 16
 	CmdRecordSyncedACLs    CommandType = 17
+	CmdReadBarrier         CommandType = 18
 )
 
 func (t CommandType) String() string {
@@ -84,6 +85,7 @@ var codecs = map[CommandType]codec{
 	CmdSetTopicPartitions:  {"SetTopicPartitions", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetTopicPartitions]}},
 	CmdSetSyncFault:        {"SetSyncFault", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetSyncFault]}},
 	CmdRecordSyncedACLs:    {"RecordSyncedACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordSyncedACLs]}},
+	CmdReadBarrier:         {"ReadBarrier", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[ReadBarrier]}},
 }
 
 // EncodeCommand encodes c: byte 0 is the command type, byte 1 the command
@@ -400,5 +402,13 @@ func (SetTopicPartitions) Type() CommandType { return CmdSetTopicPartitions }
 // Type implements Command.
 func (SetSyncFault) Type() CommandType { return CmdSetSyncFault }
 
+// ReadBarrier changes nothing. A follower that just started sends it to
+// the leader and waits until its own FSM applied it: from then on its state
+// holds every command committed before, so it can answer reads.
+type ReadBarrier struct{}
+
 // Type implements Command.
 func (RecordSyncedACLs) Type() CommandType { return CmdRecordSyncedACLs }
+
+// Type implements Command.
+func (ReadBarrier) Type() CommandType { return CmdReadBarrier }

@@ -31,6 +31,7 @@ func allCommands() []Command {
 		SetTopicPartitions{Topic: "t", Partitions: 5},
 		SetSyncFault{Mirror: "m", Topic: "t", Fault: "recreated"},
 		RecordSyncedACLs{Mirror: "m", ACLs: []ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}}},
+		ReadBarrier{},
 	}
 }
 

@@ -196,12 +196,15 @@ type Node struct {
 	leaderCh   chan bool     // observe -> LeaderCh readers; newest value wins
 	registerCh chan struct{} // asks registerLoop to register this sidecar
 
-	closing   atomic.Bool
-	bgCtx     context.Context // canceled when Close begins
-	bgCancel  context.CancelFunc
-	stopCh    chan struct{} // closed after raft is shut down
-	closeOnce sync.Once
-	closeErr  error
+	closing atomic.Bool
+	// caughtUpTerm is the raft term in which WaitCaughtUp last proved
+	// that the FSM holds every committed command.
+	caughtUpTerm atomic.Uint64
+	bgCtx        context.Context // canceled when Close begins
+	bgCancel     context.CancelFunc
+	stopCh       chan struct{} // closed after raft is shut down
+	closeOnce    sync.Once
+	closeErr     error
 
 	routinesMu sync.Mutex
 	stopped    bool
