@@ -122,6 +122,22 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 	if err := s.waitReleased(ctx, mirror, changed); err != nil {
 		s.log.Warn("topics still driven by a sidecar after the status change", zap.Strings("topics", changed), zap.Error(err))
 	}
+	var abortErr error
+	if status == TopicStopped {
+		// Open destination transactions replaying source transactions
+		// end with ABORT markers (DESIGN D9), before the boundary is
+		// recorded, so that read_committed consumers are not blocked.
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		aborted, err := fetcher.AbortTransactions(actx, s.cfg.DestClient, mirror, changed)
+		cancel()
+		if len(aborted) > 0 {
+			s.log.Info("aborted open destination transactions of stopped topics", zap.String("mirror", mirror), zap.Strings("transactional-ids", aborted))
+		}
+		if err != nil {
+			s.log.Error("could not abort the open destination transactions of stopped topics", zap.String("mirror", mirror), zap.Error(err))
+			abortErr = err
+		}
+	}
 	var changedTopics []*MirrorTopic
 	st = s.state()
 	for _, name := range changed {
@@ -142,6 +158,11 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 		for i, tr := range op.topics {
 			if tr.ErrorCode != 0 {
 				continue
+			}
+			if abortErr != nil {
+				op.topics[i] = topicResult(tr.Name, kerr.UnknownServerError.Code,
+					fmt.Sprintf("topic %s is stopped but its open replayed transactions could not all be checked and aborted: %v; "+
+						"read_committed consumers wait until the destination's transaction timeout aborts them", tr.Name, abortErr))
 			}
 			t := st.Topics[tr.Name]
 			if t == nil || len(t.OwnedACLs) == 0 {

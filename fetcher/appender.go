@@ -235,15 +235,17 @@ func (a *appender) deliver(items []*appendItem, resp kmsg.Response, err error) {
 // serialized it: kgo handles a broker's requests one at a time in the order
 // they were issued, so a request issued after that point is written after
 // this one. Being its own type (not *kmsg.ProduceRequest) also keeps kgo from
-// overwriting Acks with the client's setting. Versions stop at 12: v13 names
-// topics by ID.
+// overwriting Acks with the client's setting. Versions stop at 11: v12 tells
+// the broker that the client adds partitions to transactions implicitly
+// (KIP-890), which the transaction replay does not (see txnVersions), and
+// v13 names topics by ID.
 type orderedProduce struct {
 	*kmsg.ProduceRequest
 	once    sync.Once
 	written chan struct{}
 }
 
-func (r *orderedProduce) MaxVersion() int16 { return min(r.ProduceRequest.MaxVersion(), 12) }
+func (r *orderedProduce) MaxVersion() int16 { return min(r.ProduceRequest.MaxVersion(), 11) }
 
 func (r *orderedProduce) AppendTo(dst []byte) []byte {
 	dst = r.ProduceRequest.AppendTo(dst)

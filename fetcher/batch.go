@@ -116,21 +116,14 @@ func crcValid(b []byte) bool {
 }
 
 // checkBatch applies the rules every source batch must pass before it is
-// touched (b and rb as parseBatch returned them). In order: the CRC32C must
-// match; control batches and transactional batches are not mirrored yet; a
-// record count beyond the batch's offset range is corruption. Compaction
+// touched (b and rb as parseBatch returned them): the CRC32C must match and
+// a record count beyond the batch's offset range is corruption. Compaction
 // holes (fewer records than offsets, or none) pass. The error names the
 // offset.
 func checkBatch(b []byte, rb *kmsg.RecordBatch) error {
 	if !crcValid(b) {
 		return fmt.Errorf("%w: CRC32C mismatch in the batch at offset %d (stored %08x, computed %08x)",
 			ErrCorruptBatch, rb.FirstOffset, uint32(rb.CRC), crc32.Checksum(b[offAttributes:], castagnoli))
-	}
-	if rb.Attributes&attrControl != 0 {
-		return fmt.Errorf("%w (batch at offset %d)", ErrControlBatch, rb.FirstOffset)
-	}
-	if rb.Attributes&attrTransactional != 0 {
-		return fmt.Errorf("%w (batch at offset %d, producer ID %d)", ErrTransactionalBatch, rb.FirstOffset, rb.ProducerID)
 	}
 	if rb.LastOffsetDelta < 0 || rb.NumRecords < 0 || int64(rb.NumRecords) > int64(rb.LastOffsetDelta)+1 {
 		return fmt.Errorf("%w: batch at offset %d holds %d records for offsets %d..%d",
@@ -146,6 +139,8 @@ const (
 	actionAppend batchAction = iota // base offset == expected, no holes: append it
 	actionSkip                      // wholly below expected: already there
 	actionHoles                     // compaction holes before or inside it: see holePlan
+	actionTxn                       // a transactional batch at expected: replayed in its transaction
+	actionMarker                    // a transaction marker at expected: replayed with EndTxn
 )
 
 // inspectBatch decides what to do with the complete batch b when the
@@ -154,6 +149,8 @@ const (
 // other batch must start at or after expected and pass checkBatch, or the
 // error says why it cannot be mirrored. A batch that starts after expected
 // (a hole between batches), has holes inside or is empty is actionHoles.
+// Transactional batches and markers are actionTxn and actionMarker; with
+// holes they are ErrTransactionHoles.
 func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, error) {
 	rb, err := parseBatch(b)
 	if err != nil {
@@ -170,10 +167,27 @@ func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, erro
 	if err := checkBatch(b, &rb); err != nil {
 		return rb, 0, err
 	}
-	if rb.FirstOffset > expected || int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1 {
+	holes := rb.FirstOffset > expected || int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1
+	if inTransaction(&rb) {
+		if holes {
+			return rb, 0, fmt.Errorf("%w (batch %d..%d of producer ID %d, destination log end offset %d)",
+				ErrTransactionHoles, rb.FirstOffset, last, rb.ProducerID, expected)
+		}
+		if rb.Attributes&attrControl != 0 {
+			return rb, actionMarker, nil
+		}
+		return rb, actionTxn, nil
+	}
+	if holes {
 		return rb, actionHoles, nil
 	}
 	return rb, actionAppend, nil
+}
+
+// inTransaction reports whether rb is a transactional batch or a
+// transaction marker (control batch).
+func inTransaction(rb *kmsg.RecordBatch) bool {
+	return rb.Attributes&(attrTransactional|attrControl) != 0
 }
 
 // rewriteBatch turns the verified source batch b into the sidecar's own

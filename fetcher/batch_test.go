@@ -174,13 +174,15 @@ func TestInspectBatch(t *testing.T) {
 		{"already there", makeBatch(t, 100, 1, recs, kgo.NoCompression(), 0, -1), 105, actionSkip, nil, ""},
 		{"straddles the expected offset", makeBatch(t, 100, 1, recs, kgo.NoCompression(), 0, -1), 102, 0, ErrBatchStraddle, "100..104"},
 		{"gap before the batch", makeBatch(t, 100, 1, recs, kgo.NoCompression(), 0, -1), 90, actionHoles, nil, ""},
-		{"transactional", makeBatch(t, 100, 1, recs, kgo.NoCompression(), attrTransactional, -1), 100, 0, ErrTransactionalBatch, "offset 100"},
-		{"control", makeBatch(t, 100, 1, recs[:1], kgo.NoCompression(), attrControl|attrTransactional, -1), 100, 0, ErrControlBatch, "offset 100"},
+		{"transactional", makeBatch(t, 100, 1, recs, kgo.NoCompression(), attrTransactional, -1), 100, actionTxn, nil, ""},
+		{"control", makeBatch(t, 100, 1, recs[:1], kgo.NoCompression(), attrControl|attrTransactional, -1), 100, actionMarker, nil, ""},
+		{"transactional after a gap", makeBatch(t, 100, 1, recs, kgo.NoCompression(), attrTransactional, -1), 98, 0, ErrTransactionHoles, "batch 100..104"},
+		{"control after a gap", makeBatch(t, 100, 1, recs[:1], kgo.NoCompression(), attrControl|attrTransactional, -1), 99, 0, ErrTransactionHoles, "batch 100..100"},
 		{"compaction holes inside", makeBatch(t, 100, 1, recs, kgo.NoCompression(), 0, 9), 100, actionHoles, nil, ""},
 		{"empty batch left by compaction", makeBatch(t, 100, 1, nil, kgo.NoCompression(), 0, 3), 100, actionHoles, nil, ""},
 		{"empty batch already there", makeBatch(t, 100, 1, nil, kgo.NoCompression(), 0, 3), 104, actionSkip, nil, ""},
 		{"more records than offsets", makeBatch(t, 100, 1, recs, kgo.NoCompression(), 0, 3), 100, 0, ErrCorruptBatch, "5 records for offsets 100..103"},
-		{"transactional with holes", makeBatch(t, 100, 1, recs, kgo.NoCompression(), attrTransactional, 9), 100, 0, ErrTransactionalBatch, "offset 100"},
+		{"transactional with holes", makeBatch(t, 100, 1, recs, kgo.NoCompression(), attrTransactional, 9), 100, 0, ErrTransactionHoles, "batch 100..109"},
 		{"magic v0", oldFormat(0), 100, 0, ErrMessageFormat, "message format v0 not supported yet"},
 		{"magic v1", oldFormat(1), 100, 0, ErrMessageFormat, "message format v1 not supported yet"},
 		{"truncated header", makeBatch(t, 100, 1, recs, kgo.NoCompression(), 0, -1)[:40], 100, 0, ErrCorruptBatch, ""},
@@ -222,5 +224,45 @@ func TestNextSequence(t *testing.T) {
 		if got := nextSequence(tt.seq, tt.n); got != tt.want {
 			t.Errorf("nextSequence(%d, %d) = %d, want %d", tt.seq, tt.n, got, tt.want)
 		}
+	}
+}
+
+func TestMarkerCommits(t *testing.T) {
+	marker := func(typ byte) []byte {
+		return makeBatch(t, 7, 1, []testRecord{{key: []byte{0, 0, 0, typ}, value: []byte{0, 0, 0, 0, 0, 0}}}, kgo.NoCompression(), attrControl|attrTransactional, -1)
+	}
+	for _, tt := range []struct {
+		name    string
+		batch   []byte
+		commit  bool
+		wantErr error
+	}{
+		{"commit", marker(1), true, nil},
+		{"abort", marker(0), false, nil},
+		{"not a transaction marker", marker(5), false, ErrCorruptBatch},
+		{"two records", makeBatch(t, 7, 1, sampleRecords(2), kgo.NoCompression(), attrControl|attrTransactional, -1), false, ErrCorruptBatch},
+		{"compressed", makeBatch(t, 7, 1, []testRecord{{key: []byte{0, 0, 0, 1}}}, kgo.GzipCompression(), attrControl|attrTransactional, -1), false, ErrCorruptBatch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rb, err := parseBatch(tt.batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			commit, err := markerCommits(&rb)
+			if !errors.Is(err, tt.wantErr) || (err == nil && commit != tt.commit) {
+				t.Fatalf("markerCommits = %v, %v; want %v, %v", commit, err, tt.commit, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestTransactionalID(t *testing.T) {
+	a := TransactionalID(Partition{Mirror: "m", Topic: "t.1", Partition: 2}, 7)
+	b := TransactionalID(Partition{Mirror: "m", Topic: "t", Partition: 12}, 7)
+	if a != "sidemirror:m:t.1:2:7" || a == b {
+		t.Fatalf("TransactionalID = %q and %q", a, b)
+	}
+	if !strings.HasPrefix(a, transactionalIDPrefix("m", "t.1")) || strings.HasPrefix(a, transactionalIDPrefix("m", "t")) {
+		t.Fatal("a topic's prefix must not match another topic's IDs")
 	}
 }

@@ -412,6 +412,23 @@ func (e *testEnv) compareRawBatches(topic string, partition int32, from int64) i
 	}
 	for i := range src {
 		s, d := src[i], dst[i]
+		if s[offAttributes+1]&attrControl != 0 {
+			// The destination writes its own markers: same offset,
+			// attributes and outcome; timestamps and coordinator epoch
+			// are its own.
+			srb, err1 := parseBatch(s)
+			drb, err2 := parseBatch(d)
+			if err1 != nil || err2 != nil {
+				e.t.Fatalf("%s/%d batch %d: %v %v", topic, partition, i, err1, err2)
+			}
+			sc, err1 := markerCommits(&srb)
+			dc, err2 := markerCommits(&drb)
+			if batchBase(s) != batchBase(d) || srb.Attributes != drb.Attributes || err1 != nil || err2 != nil || sc != dc {
+				e.t.Fatalf("%s/%d batch %d: source marker at %d (commit %v, %v), destination batch at %d (commit %v, %v, attributes %#x)",
+					topic, partition, i, batchBase(s), sc, err1, batchBase(d), dc, err2, drb.Attributes)
+			}
+			continue
+		}
 		if batchBase(s) != batchBase(d) || !slices.Equal(s[offAttributes:offProducerID], d[offAttributes:offProducerID]) ||
 			!slices.Equal(s[57:], d[57:]) {
 			e.t.Fatalf("%s/%d batch %d (offset %d) differs beyond the producer fields", topic, partition, i, batchBase(s))

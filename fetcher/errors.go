@@ -28,22 +28,17 @@ var (
 	// (magic v0 or v1 message sets), which is not mirrored yet.
 	ErrMessageFormat = errors.New("fetcher: unsupported message format")
 
-	// ErrTransactionalBatch means a source batch belongs to a transaction
-	// (attributes bit 4); transactions are not mirrored yet (DESIGN.md D8).
-	ErrTransactionalBatch = errors.New("fetcher: transactional batch: mirroring transactions is not supported yet")
+	// ErrTransactionHoles means compaction left holes next to a
+	// transactional batch or a transaction marker. Fillers are written by
+	// the sidecar's idempotent producer and cannot stand in for records of a
+	// transaction, so such partitions are not mirrored yet.
+	ErrTransactionHoles = errors.New("fetcher: compaction holes next to a transactional batch or transaction marker are not mirrored yet")
 
-	// ErrControlBatch means a source batch is a control batch (transaction
-	// marker, attributes bit 5); these are not mirrored yet (DESIGN.md D8).
-	ErrControlBatch = errors.New("fetcher: control batch (transaction marker): mirroring transactions is not supported yet")
-
-	// ErrCompactedBatch is no longer returned: batches with compaction holes
-	// inside are rebuilt with fillers (DESIGN.md D2). Kept for callers that
-	// compare against it.
-	ErrCompactedBatch = errors.New("fetcher: batch with compaction holes (record count differs from its offset range): not mirrored yet")
-
-	// ErrOffsetGap is no longer returned: holes between source batches are
-	// filled (DESIGN.md D2). Kept for callers that compare against it.
-	ErrOffsetGap = errors.New("fetcher: gap between source batches (compaction hole): not mirrored yet")
+	// ErrTransactionAborted means the destination ended a replayed
+	// transaction on its own (its transaction coordinator aborted it after
+	// transaction.max.timeout.ms, or another producer fenced it): the
+	// transaction's marker can no longer land at the source offset.
+	ErrTransactionAborted = errors.New("fetcher: the destination aborted or fenced a replayed transaction")
 
 	// ErrBatchStraddle means a source batch starts before and ends after the
 	// destination log end offset, so it cannot be appended whole at its

@@ -35,6 +35,7 @@ type Manager struct {
 
 	app    *appender
 	pids   *producerIDs
+	txnCl  *kgo.Client // the destination's transaction coordinators (see txnVersions)
 	notify *notifier
 
 	mu      sync.Mutex // guards the fields below; taken before mirror.mu and partition.mu
@@ -64,7 +65,12 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: zstd encoder: %w", err)
 	}
+	txnCl, err := newTxnClient(c.local)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: transaction client: %w", err)
+	}
 	m := &Manager{
+		txnCl:   txnCl,
 		cfg:     c,
 		log:     c.logger.Named("fetcher"),
 		met:     met,
@@ -314,6 +320,7 @@ func (m *Manager) Close() {
 	m.goClosed = true
 	m.goMu.Unlock()
 	m.wg.Wait()
+	m.txnCl.Close()
 	m.zst.Close()
 	m.log.Info("fetcher closed")
 }

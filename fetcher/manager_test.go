@@ -189,56 +189,79 @@ func TestLeadingGap(t *testing.T) {
 	}
 }
 
-// TestTransactionalBatchFails: a transactional batch fails the partition with
-// the transactional reason, and nothing past the records before it is
-// written.
-func TestTransactionalBatchFails(t *testing.T) {
+// TestTransactionsReplayed mirrors committed and aborted transactions of
+// two transactional producers between plain batches: every batch, markers
+// included, lands at its source offset with its attributes and records
+// untouched, and a restart in the middle of an open transaction continues
+// it.
+func TestTransactionsReplayed(t *testing.T) {
 	e := newTestEnv(t, 1, map[string]int32{"tx": 1})
-	plain := e.producer(kgo.NoCompression())
-	e.produce(plain, "tx", []int32{0}, 0, 30, 10)
-	txn := e.producer(kgo.NoCompression(), kgo.TransactionalID("tx-producer"))
 	ctx := context.Background()
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
+	plain := e.producer(kgo.NoCompression())
+	a := e.producer(kgo.NoCompression(), kgo.TransactionalID("tx-a"))
+	b := e.producer(kgo.NoCompression(), kgo.TransactionalID("tx-b"))
+	txn := func(cl *kgo.Client, from int, commit kgo.TransactionEndTry) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, record("tx", 0, from), record("tx", 0, from+1)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := txn.ProduceSync(ctx, record("tx", 0, 30), record("tx", 0, 31)).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
-	e.produce(plain, "tx", []int32{0}, 32, 10, 10)
+	e.produce(plain, "tx", []int32{0}, 0, 30, 10)
+	txn(a, 30, kgo.TryCommit)
+	txn(b, 40, kgo.TryAbort)
+	e.produce(plain, "tx", []int32{0}, 50, 10, 10)
+	txn(a, 60, kgo.TryAbort)
+	txn(b, 70, kgo.TryCommit)
+	e.produce(plain, "tx", []int32{0}, 75, 3, 3) // readAll stops at the last record, which must not be a marker
 
 	m := e.newManager()
 	p := Partition{testMirror, "tx", 0}
 	startAll(t, m, "tx", []int32{0})
-	st := waitState(t, m, p, StateFailed)
-	if !strings.Contains(st.LastError, "transactional batch") || !strings.Contains(st.LastError, "offset 30") {
-		t.Fatalf("LastError = %q", st.LastError)
+	e.waitCaughtUp(m, "tx", []int32{0})
+	if n := e.compareRawBatches("tx", 0, 0); n == 0 {
+		t.Fatal("no batches compared")
 	}
-	if end := e.offsets(e.dstAdm, false, "tx")[0]; end != 30 {
-		t.Fatalf("destination end offset %d, want 30", end)
+	e.compareTopic("tx")
+	if got := metricValue(t, m.met.markers.WithLabelValues(testMirror, "tx", "commit")); got != 2 {
+		t.Fatalf("commit markers replayed = %v, want 2", got)
 	}
-	if st.DestinationLogEndOffset != 30 || st.RecordsMirrored != 30 {
-		t.Fatalf("status %+v", st)
+	if got := metricValue(t, m.met.markers.WithLabelValues(testMirror, "tx", "abort")); got != 2 {
+		t.Fatalf("abort markers replayed = %v, want 2", got)
 	}
-	// Start restarts a FAILED partition (which fails again here).
-	if err := m.Start(p); err != nil {
+
+	// A transaction open on the source is open on the destination; the
+	// partition restarts (as after a crash) and then the source commits.
+	if err := a.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, waitTimeout, "failed again", func() bool {
-		states := e.events.statesOf(p)
-		n := 0
-		for _, s := range states {
-			if s == StateFailed {
-				n++
-			}
-		}
-		return n == 2
-	})
-	if got := metricValue(t, m.met.partitions.WithLabelValues("FAILED")); got != 1 {
-		t.Fatalf("sidemirror_partitions{state=FAILED} = %v", got)
+	if err := a.ProduceSync(ctx, record("tx", 0, 80), record("tx", 0, 81)).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
+	e.waitCaughtUp(m, "tx", []int32{0})
+	sctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	if err := m.Stop(sctx, p); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m = e.newManager()
+	startAll(t, m, "tx", []int32{0})
+	if err := a.ProduceSync(ctx, record("tx", 0, 82)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(plain, "tx", []int32{0}, 90, 5, 5)
+	e.waitCaughtUp(m, "tx", []int32{0})
+	e.compareRawBatches("tx", 0, 0)
+	e.compareTopic("tx")
 }
 
 // TestStopStartResumes stops a partition, produces more, starts it again:

@@ -15,6 +15,7 @@ type metrics struct {
 	bytes         *prometheus.CounterVec   // mirror, topic
 	fillers       *prometheus.CounterVec   // mirror, topic
 	rebuilt       *prometheus.CounterVec   // mirror, topic
+	markers       *prometheus.CounterVec   // mirror, topic, outcome
 	fetchLatency  *prometheus.HistogramVec // mirror
 	appendLatency prometheus.Histogram
 	partitions    *prometheus.GaugeVec   // state
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sidemirror_rebuilt_batches_total",
 			Help: "Source batches with compaction holes inside, appended rebuilt (decompressed, holes filled, recompressed).",
 		}, []string{"mirror", "topic"}),
+		markers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_transaction_markers_total",
+			Help: "Source transaction markers replayed on the destination at their source offsets, by outcome (commit, abort).",
+		}, []string{"mirror", "topic", "outcome"}),
 		fetchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sidemirror_fetch_latency_seconds",
 			Help:    "Time from sending a fetch request to a source broker to its response.",
@@ -79,6 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.bytes = register(reg, m.bytes, &err)
 	m.fillers = register(reg, m.fillers, &err)
 	m.rebuilt = register(reg, m.rebuilt, &err)
+	m.markers = register(reg, m.markers, &err)
 	m.fetchLatency = register(reg, m.fetchLatency, &err)
 	m.appendLatency = register(reg, m.appendLatency, &err)
 	m.partitions = register(reg, m.partitions, &err)

@@ -29,9 +29,10 @@ type partition struct {
 	wake    chan struct{}     // capacity 1: fetched data or a fetch error queued
 
 	// Owned by the driver goroutine.
-	prod          producerState // loaded from and saved to the Manager
-	attempt       int           // consecutive retriable failures
-	pendingDelete int64         // DeleteRecords(this) once aligned; -1: none
+	prod          producerState          // loaded from and saved to the Manager
+	txns          map[int64]*txnProducer // by source producer ID; looked up again by every runOnce
+	attempt       int                    // consecutive retriable failures
+	pendingDelete int64                  // DeleteRecords(this) once aligned; -1: none
 
 	mu      sync.Mutex // guards the fields below; taken after mirror.mu
 	state   State
@@ -269,6 +270,7 @@ func (p *partition) runOnce() error {
 	}
 	p.setSourceOffsets(-1, start)
 
+	p.txns = make(map[int64]*txnProducer)
 	pl := &pipeline{p: p, leo: leo, next: leo, seqAcked: p.prod.seq,
 		established: p.prod.established && time.Since(p.prod.lastAck) < producerStateGrace}
 	fetchFrom := leo
@@ -314,6 +316,11 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 	}
 	if err := checkBatch(b, &rb); err != nil {
 		return 0, err
+	}
+	if rb.Attributes&attrControl != 0 {
+		// Fillers copy a live record; a transaction marker is none.
+		return 0, fmt.Errorf("%w: the source log start offset %d is at a transaction marker (batch %d..%d), destination log end offset %d",
+			ErrTransactionHoles, start, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta), leo)
 	}
 	target := rb.FirstOffset
 	if target < leo {
@@ -500,6 +507,19 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 			}
 			switch {
 			case action == actionSkip:
+				continue
+			case (action == actionTxn || action == actionMarker) && plan.pending():
+				return fmt.Errorf("%w (batch at offset %d of producer ID %d follows a compaction hole from offset %d)",
+					ErrTransactionHoles, rb.FirstOffset, rb.ProducerID, pl.next)
+			case action == actionTxn:
+				if err := p.submitTxnBatch(pl, b, &rb); err != nil {
+					return err
+				}
+				continue
+			case action == actionMarker:
+				if err := p.replayMarker(pl, b, &rb); err != nil {
+					return err
+				}
 				continue
 			case action == actionHoles || plan.pending():
 				if err := p.submitHoles(pl, &plan, b, &rb, cursor); err != nil {
@@ -695,7 +715,7 @@ func (p *partition) detach() {
 // isFatal reports whether err fails the partition (no automatic retry).
 func isFatal(err error) bool {
 	for _, target := range []error{
-		ErrCorruptBatch, ErrMessageFormat, ErrTransactionalBatch, ErrControlBatch, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
+		ErrCorruptBatch, ErrMessageFormat, ErrTransactionHoles, ErrTransactionAborted, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
 		ErrSourceRejected,
 	} {
 		if errors.Is(err, target) {

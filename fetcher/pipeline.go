@@ -16,9 +16,10 @@ type appendItem struct {
 	base    int64  // source base offset: the broker must append it here
 	last    int64  // source last offset
 	num     int32
-	seqNext int32 // the sequence after this batch
-	fillers int32 // filler records in it: num for filler batches
-	rebuilt bool  // a source batch rebuilt with its compaction holes filled
+	seqNext int32        // the sequence after this batch
+	fillers int32        // filler records in it: num for filler batches
+	rebuilt bool         // a source batch rebuilt with its compaction holes filled
+	txn     *txnProducer // the destination transaction of a transactional batch; nil: the sidecar's idempotent producer
 
 	res *appendResult // set by the driver when its result arrived
 }
@@ -87,6 +88,20 @@ func (pl *pipeline) waitRoom() error {
 	return pl.err
 }
 
+// waitIdle handles results until nothing is in flight; it returns the
+// append error or ctx's.
+func (pl *pipeline) waitIdle() error {
+	for pl.err == nil && len(pl.inflight) > 0 {
+		select {
+		case r := <-pl.p.results:
+			pl.handle(r)
+		case <-pl.p.ctx.Done():
+			return pl.p.ctx.Err()
+		}
+	}
+	return pl.err
+}
+
 // handle records a result and completes items in submission order.
 func (pl *pipeline) handle(r appendResult) {
 	r.item.res = &r
@@ -103,10 +118,15 @@ func (pl *pipeline) complete(it *appendItem) {
 	case errors.Is(res.err, errCancelled):
 		return // never sent; the following items were not sent either
 	case res.err != nil:
-		pl.failed = true
+		if it.txn == nil {
+			pl.failed = true
+		}
 		if pl.err == nil { // the first failure decides; the LEO is read again anyway
 			p.m.met.countError(opAppend, res.err)
 			pl.err = classifyAppendError(res.err, it)
+			if it.txn != nil {
+				pl.err = txnFenced(pl.err, it.txn)
+			}
 		}
 		return
 	case res.base != it.base:
@@ -121,7 +141,9 @@ func (pl *pipeline) complete(it *appendItem) {
 	// Appended where it belongs (possibly after an earlier failure whose
 	// batch did land after all).
 	pl.leo = it.last + 1
-	if pl.err == nil {
+	if it.txn != nil {
+		it.txn.seq = it.seqNext
+	} else if pl.err == nil {
 		pl.seqAcked = it.seqNext
 		pl.established = true
 		p.prod.lastAck = time.Now()

@@ -1,0 +1,532 @@
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"go.uber.org/zap"
+)
+
+// Transactions are replayed as DESIGN.md D8 describes: every source
+// producer ID that writes transactions to a partition gets its own
+// destination transactional producer for that partition, so that each
+// destination transaction covers exactly one partition and its marker can be
+// placed at the source offset. A transactional batch is appended inside the
+// producer's destination transaction (AddPartitionsToTxn first), and a
+// source marker becomes EndTxn with the same outcome; the partition appends
+// nothing else until the broker has written the marker.
+//
+// The destination's transaction coordinator is the record of open
+// transactions: a partition that (re)starts looks its producers up with
+// DescribeTransactions and DescribeProducers and continues a transaction
+// that is still open instead of aborting it.
+
+// txnTimeout is the transaction timeout of destination producers: Kafka's
+// default transaction.max.timeout.ms, the longest a source transaction can
+// stay open on a broker with default settings.
+const txnTimeout = 15 * time.Minute
+
+// markerTimeout bounds the wait for the broker to write a marker after
+// EndTxn; past it the partition restarts from the destination LEO.
+const markerTimeout = 30 * time.Second
+
+// txnVersions pins the transaction APIs to the protocol in which a client
+// adds partitions explicitly and keeps its epoch across transactions
+// (before KIP-890's second part): InitProducerID v4, AddPartitionsToTxn v3,
+// EndTxn v4, Produce v11. The replay relies on both.
+func txnVersions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.InitProducerID.Int16(), 4)
+	v.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
+	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	v.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	return v
+}
+
+// newTxnClient returns a client for the destination's transaction
+// coordinators, with the settings of local and the versions of txnVersions.
+func newTxnClient(local *kgo.Client) (*kgo.Client, error) {
+	return kgo.NewClient(append(local.Opts(), kgo.MaxVersions(txnVersions()))...)
+}
+
+// TransactionalID is the destination transactional ID that replays the
+// transactions of source producer srcPID on partition p. ':' cannot occur
+// in topic or mirror names, so the prefix of a partition matches nothing
+// else.
+func TransactionalID(p Partition, srcPID int64) string {
+	return transactionalIDPrefix(p.Mirror, p.Topic) + strconv.Itoa(int(p.Partition)) + ":" + strconv.FormatInt(srcPID, 10)
+}
+
+func transactionalIDPrefix(mirror, topic string) string {
+	return "sidemirror:" + mirror + ":" + topic + ":"
+}
+
+// txnProducer is the destination transactional producer of one source
+// producer ID on one partition.
+type txnProducer struct {
+	srcPID int64
+	id     string // transactional ID
+	pid    int64
+	epoch  int16
+	seq    int32 // next base sequence on the partition
+	open   bool  // the partition is in the producer's ongoing transaction
+}
+
+func (tp *txnProducer) String() string {
+	return fmt.Sprintf("%s (producer ID %d, epoch %d)", tp.id, tp.pid, tp.epoch)
+}
+
+// maxIdleTxnProducers bounds the producers a partition remembers without an
+// open transaction; forgotten ones are looked up again when needed.
+const maxIdleTxnProducers = 256
+
+// txnProducerFor returns the destination producer of source producer
+// srcPID, looking it up on the destination the first time: an ongoing
+// transaction is continued (with the sequence the broker expects next),
+// otherwise InitProducerID starts the producer over with a new epoch.
+func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProducer, error) {
+	if tp := p.txns[srcPID]; tp != nil {
+		return tp, nil
+	}
+	if len(p.txns) >= maxIdleTxnProducers {
+		for k, tp := range p.txns {
+			if !tp.open {
+				delete(p.txns, k)
+			}
+		}
+	}
+	id := TransactionalID(p.key, srcPID)
+	d, err := p.m.describeTxn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	tp := &txnProducer{srcPID: srcPID, id: id}
+	switch {
+	case d == nil || d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort" || d.State == "Dead":
+		if tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id); err != nil {
+			return nil, err
+		}
+	case d.State == "Ongoing":
+		tp.pid, tp.epoch = d.ProducerID, d.ProducerEpoch
+		tp.open = d.Topics.Lookup(p.key.Topic, p.key.Partition)
+		last, err := p.m.lastSequence(ctx, p.key, tp.pid, tp.epoch)
+		if err != nil {
+			return nil, err
+		}
+		tp.seq = nextSequence(last, 1)
+		p.log.Info("continuing an open destination transaction",
+			zap.String("transactional-id", id), zap.Int64("producer-id", tp.pid), zap.Int16("producer-epoch", tp.epoch),
+			zap.Bool("partition-in-transaction", tp.open), zap.Int32("next-sequence", tp.seq))
+	default: // PrepareCommit, PrepareAbort, PrepareEpochFence: markers being written
+		return nil, fmt.Errorf("destination transaction %s is in state %s: retrying once it completes", id, d.State)
+	}
+	p.txns[srcPID] = tp
+	return tp, nil
+}
+
+// beginTxn adds the partition to tp's transaction unless it is in it. A
+// producer between transactions whose ID the destination no longer knows
+// (transactional.id.expiration.ms passed while the source producer was
+// idle) or that was fenced starts over with InitProducerID: it has nothing
+// open that could be lost.
+func (p *partition) beginTxn(tp *txnProducer) (*txnProducer, error) {
+	if tp.open {
+		return tp, nil
+	}
+	err := p.m.addPartitionToTxn(p.ctx, tp, p.key)
+	if errors.Is(err, ErrTransactionAborted) {
+		p.log.Info("destination transactional ID expired or fenced between transactions: initializing it again",
+			zap.String("transactional-id", tp.id), zap.Error(err))
+		delete(p.txns, tp.srcPID)
+		if tp, err = p.txnProducerFor(p.ctx, tp.srcPID); err != nil {
+			return nil, err
+		}
+		if !tp.open {
+			err = p.m.addPartitionToTxn(p.ctx, tp, p.key)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	tp.open = true
+	return tp, nil
+}
+
+// submitTxnBatch appends the transactional batch b in the destination
+// transaction of its source producer. Transactional batches are appended
+// one at a time: what is in flight lands first, then the batch, alone.
+func (p *partition) submitTxnBatch(pl *pipeline, b []byte, rb *kmsg.RecordBatch) error {
+	if err := pl.waitIdle(); err != nil {
+		return err
+	}
+	tp, err := p.txnProducerFor(p.ctx, rb.ProducerID)
+	if err != nil {
+		return err
+	}
+	if tp, err = p.beginTxn(tp); err != nil {
+		return err
+	}
+	seq := tp.seq
+	rewriteBatch(b, tp.pid, tp.epoch, seq)
+	pl.submit(&appendItem{p: p, raw: b, base: rb.FirstOffset, last: rb.FirstOffset + int64(rb.LastOffsetDelta),
+		num: rb.NumRecords, seqNext: nextSequence(seq, rb.NumRecords), txn: tp})
+	return pl.waitIdle()
+}
+
+// replayMarker ends the destination transaction of the marker's source
+// producer with the marker's outcome and waits until the broker wrote the
+// marker, at the marker's source offset. A marker whose transaction has no
+// records here (they were before the point mirroring started) ends an empty
+// transaction that holds only this partition, which writes the marker just
+// the same.
+func (p *partition) replayMarker(pl *pipeline, b []byte, rb *kmsg.RecordBatch) error {
+	if err := pl.waitIdle(); err != nil {
+		return err
+	}
+	commit, err := markerCommits(rb)
+	if err != nil {
+		return err
+	}
+	at := rb.FirstOffset
+	if pl.next != at {
+		return fmt.Errorf("%w: transaction marker at source offset %d, destination log end offset %d", ErrExactness, at, pl.next)
+	}
+	tp, err := p.txnProducerFor(p.ctx, rb.ProducerID)
+	if err != nil {
+		return err
+	}
+	if !tp.open {
+		p.log.Info("transaction marker without records on this partition: replaying an empty transaction",
+			zap.Int64("offset", at), zap.Int64("source-producer-id", rb.ProducerID))
+	}
+	if tp, err = p.beginTxn(tp); err != nil {
+		return err
+	}
+	if err := p.m.endTxn(p.ctx, tp, commit); err != nil {
+		return err
+	}
+	tp.open = false
+	if err := p.waitMarker(at); err != nil {
+		return err
+	}
+	pl.leo, pl.next = at+1, at+1
+	p.setLEO(at + 1)
+	outcome := "abort"
+	if commit {
+		outcome = "commit"
+	}
+	p.m.met.markers.WithLabelValues(p.key.Mirror, p.key.Topic, outcome).Inc()
+	return nil
+}
+
+// waitMarker polls the local log end offset until the marker written for
+// offset at is in the log.
+func (p *partition) waitMarker(at int64) error {
+	ctx, cancel := context.WithTimeout(p.ctx, markerTimeout)
+	defer cancel()
+	d := time.Millisecond
+	for {
+		leo, err := p.m.listLocalLEO(ctx, p.key)
+		switch {
+		case err != nil && ctx.Err() == nil && !errors.Is(err, errNotLeader):
+			// retry below
+		case err != nil:
+			return err
+		case leo == at+1:
+			return nil
+		case leo > at+1:
+			return fmt.Errorf("%w: after the transaction marker for source offset %d the destination log end offset is %d; "+
+				"another writer appended to %s", ErrExactness, at, leo, p.key)
+		}
+		if !sleepCtx(ctx, d) {
+			if p.ctx.Err() != nil {
+				return p.ctx.Err()
+			}
+			return fmt.Errorf("the destination did not write the transaction marker for source offset %d within %s", at, markerTimeout)
+		}
+		d = min(2*d, 50*time.Millisecond)
+	}
+}
+
+// markerCommits reads the control record of a marker batch: true for
+// COMMIT, false for ABORT. Kafka writes markers uncompressed, one record
+// whose key is a version (int16) and a type (int16).
+func markerCommits(rb *kmsg.RecordBatch) (bool, error) {
+	if rb.Attributes&attrCompression != 0 || rb.NumRecords != 1 {
+		return false, fmt.Errorf("%w: control batch at offset %d is compressed or holds %d records",
+			ErrCorruptBatch, rb.FirstOffset, rb.NumRecords)
+	}
+	var r kmsg.Record
+	if err := r.ReadFrom(rb.Records); err != nil || len(r.Key) < 4 {
+		return false, fmt.Errorf("%w: control record at offset %d cannot be read", ErrCorruptBatch, rb.FirstOffset)
+	}
+	switch typ := int16(r.Key[2])<<8 | int16(r.Key[3]); typ {
+	case 0:
+		return false, nil
+	case 1:
+		return true, nil
+	default:
+		return false, fmt.Errorf("%w: control record at offset %d has type %d, not a transaction marker",
+			ErrCorruptBatch, rb.FirstOffset, typ)
+	}
+}
+
+// txnRetry runs op until it succeeds, fails for good, or the destination
+// keeps answering a retriable error for 30 s: CONCURRENT_TRANSACTIONS (the
+// previous transaction's markers are still being written) and coordinator
+// moves are waited out.
+func txnRetry(ctx context.Context, what string, op func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	d := 5 * time.Millisecond
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, kerr.CoordinatorLoadInProgress) &&
+			!errors.Is(err, kerr.CoordinatorNotAvailable) && !errors.Is(err, kerr.NotCoordinator) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if !sleepCtx(ctx, d) {
+			return fmt.Errorf("%s: %w (%w)", what, err, ctx.Err())
+		}
+		d = min(2*d, 200*time.Millisecond)
+	}
+}
+
+// txnFenced maps the errors that mean the destination ended or fenced a
+// replayed transaction to ErrTransactionAborted.
+func txnFenced(err error, tp *txnProducer) error {
+	for _, fenced := range []*kerr.Error{kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.InvalidTxnState,
+		kerr.InvalidProducerIDMapping, kerr.TransactionalIDNotFound, kerr.TransactionAbortable} {
+		if errors.Is(err, fenced) {
+			return fmt.Errorf("%w: transaction %s: %w (did it stay open longer than the destination's transaction.max.timeout.ms?)",
+				ErrTransactionAborted, tp, err)
+		}
+	}
+	return err
+}
+
+// describeTxn returns the destination state of transactional ID id, nil if
+// the coordinator does not know it.
+func (m *Manager) describeTxn(ctx context.Context, id string) (*kadm.DescribedTransaction, error) {
+	var d kadm.DescribedTransaction
+	err := txnRetry(ctx, "destination DescribeTransactions("+id+")", func() error {
+		ds, err := kadm.NewClient(m.txnCl).DescribeTransactions(ctx, id)
+		if err != nil {
+			return err
+		}
+		d, err = ds.On(id, nil)
+		if err == nil {
+			err = d.Err
+		}
+		return err
+	})
+	if errors.Is(err, kerr.TransactionalIDNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// initTxnProducer gets a producer ID and a new epoch for transactional ID id
+// (InitProducerID), which also ends whatever the ID had open.
+func (m *Manager) initTxnProducer(ctx context.Context, id string) (int64, int16, error) {
+	var pid int64
+	var epoch int16
+	err := txnRetry(ctx, "destination InitProducerID("+id+")", func() error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &id
+		req.TransactionTimeoutMillis = int32(txnTimeout.Milliseconds())
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		resp, err := req.RequestWith(ctx, m.txnCl)
+		if err != nil {
+			return err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return err
+		}
+		pid, epoch = resp.ProducerID, resp.ProducerEpoch
+		return nil
+	})
+	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		return 0, 0, fmt.Errorf("%w (%v)", ErrNotSuperUser, err)
+	}
+	if errors.Is(err, kerr.InvalidTransactionTimeout) {
+		return 0, 0, fmt.Errorf("%w: %v: the destination brokers need transaction.max.timeout.ms >= %d",
+			ErrAppendRejected, err, txnTimeout.Milliseconds())
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	m.log.Info("transactional producer initialized", zap.String("transactional-id", id),
+		zap.Int64("producer-id", pid), zap.Int16("producer-epoch", epoch))
+	return pid, epoch, nil
+}
+
+// lastSequence returns the last sequence the local broker recorded for
+// producer pid with epoch on p, -1 if none.
+func (m *Manager) lastSequence(ctx context.Context, p Partition, pid int64, epoch int16) (int32, error) {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	t := kmsg.NewDescribeProducersRequestTopic()
+	t.Topic = p.Topic
+	t.Partitions = []int32{p.Partition}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, m.localBroker())
+	if err != nil {
+		return 0, fmt.Errorf("destination DescribeProducers for %s: %w", p, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic != p.Topic || rp.Partition != p.Partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return 0, localError("destination DescribeProducers", p, err)
+			}
+			for _, ap := range rp.ActiveProducers {
+				if ap.ProducerID == pid && ap.ProducerEpoch == int32(epoch) {
+					return ap.LastSequence, nil
+				}
+			}
+			return -1, nil
+		}
+	}
+	return 0, fmt.Errorf("destination DescribeProducers for %s: %w", p, errMissingAnswer)
+}
+
+// addPartitionToTxn adds p to tp's transaction.
+func (m *Manager) addPartitionToTxn(ctx context.Context, tp *txnProducer, p Partition) error {
+	err := txnRetry(ctx, "destination AddPartitionsToTxn("+tp.id+")", func() error {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = tp.id, tp.pid, tp.epoch
+		t := kmsg.NewAddPartitionsToTxnRequestTopic()
+		t.Topic, t.Partitions = p.Topic, []int32{p.Partition}
+		req.Topics = append(req.Topics, t)
+		resp, err := req.RequestWith(ctx, m.txnCl)
+		if err != nil {
+			return err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return err
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return txnFenced(err, tp)
+}
+
+// endTxn commits or aborts tp's transaction.
+func (m *Manager) endTxn(ctx context.Context, tp *txnProducer, commit bool) error {
+	err := txnRetry(ctx, "destination EndTxn("+tp.id+")", func() error {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = tp.id, tp.pid, tp.epoch, commit
+		resp, err := req.RequestWith(ctx, m.txnCl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+	return txnFenced(err, tp)
+}
+
+// AbortTransactions aborts the open destination transactions that replay
+// source transactions into topics of mirror (DESIGN.md D9: stop aborts
+// them), and waits until their markers are written. It uses cl, a client of
+// the destination cluster, and returns the transactional IDs it aborted.
+func AbortTransactions(ctx context.Context, cl *kgo.Client, mirror string, topics []string) ([]string, error) {
+	if len(topics) == 0 {
+		return nil, nil
+	}
+	tcl, err := newTxnClient(cl)
+	if err != nil {
+		return nil, err
+	}
+	defer tcl.Close()
+	adm := kadm.NewClient(tcl)
+	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	var partial error // coordinators that did not answer: their transactions are left to the timeout
+	if _, ok := errors.AsType[*kadm.ShardErrors](err); ok {
+		partial = fmt.Errorf("destination ListTransactions: some transaction coordinators did not answer: %w", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("destination ListTransactions: %w", err)
+	}
+	var ids []string
+	for _, id := range listed.TransactionalIDs() {
+		for _, t := range topics {
+			if strings.HasPrefix(id, transactionalIDPrefix(mirror, t)) {
+				ids = append(ids, id)
+				break
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, partial
+	}
+	ds, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("destination DescribeTransactions: %w", err)
+	}
+	var aborted []string
+	for _, id := range ids {
+		d, err := ds.On(id, nil)
+		if err == nil {
+			err = d.Err
+		}
+		if err != nil {
+			return aborted, fmt.Errorf("destination DescribeTransactions(%s): %w", id, err)
+		}
+		if d.State != "Ongoing" {
+			continue
+		}
+		err = txnRetry(ctx, "destination EndTxn("+id+", abort)", func() error {
+			req := kmsg.NewPtrEndTxnRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, d.ProducerID, d.ProducerEpoch, false
+			resp, err := req.RequestWith(ctx, tcl)
+			if err != nil {
+				return err
+			}
+			return kerr.ErrorForCode(resp.ErrorCode)
+		})
+		if err != nil {
+			return aborted, err
+		}
+		aborted = append(aborted, id)
+	}
+	// EndTxn returns once the abort is decided; the markers follow.
+	for _, id := range aborted {
+		err := txnRetry(ctx, "waiting for the abort markers of "+id, func() error {
+			ds, err := adm.DescribeTransactions(ctx, id)
+			if err != nil {
+				return err
+			}
+			d, err := ds.On(id, nil)
+			if err == nil && d.State == "PrepareAbort" {
+				err = kerr.ConcurrentTransactions // not done yet
+			}
+			return err
+		})
+		if err != nil && !errors.Is(err, kerr.TransactionalIDNotFound) {
+			return aborted, err
+		}
+	}
+	return aborted, partial
+}
