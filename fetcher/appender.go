@@ -115,11 +115,12 @@ func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var (
-		items []*appendItem
-		size  int
-		keep  []*partition
-		i     int
-		seen  = make(map[*partition]bool)
+		items   []*appendItem
+		size    int
+		keep    []*partition
+		skipped []*partition // not served this time: they keep their turn
+		i       int
+		seen    = make(map[*partition]bool)
 	)
 	for i = 0; i < len(a.ready); i++ {
 		p := a.ready[i]
@@ -128,6 +129,12 @@ func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
 			continue // one batch per partition per request
 		}
 		seen[p] = true
+		// A transactional batch goes alone: the request names its
+		// transactional ID, which the broker authorizes.
+		if txn := q[0].txn != nil; txn && len(items) > 0 {
+			skipped = append(skipped, p)
+			continue
+		}
 		if len(items) > 0 && size+len(q[0].raw) > maxProduceRequestBytes {
 			break
 		}
@@ -139,15 +146,23 @@ func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
 			a.queues[p] = q[1:]
 			keep = append(keep, p)
 		}
+		if items[0].txn != nil {
+			i++
+			break
+		}
 	}
-	// Partitions not reached keep their turn; served ones go to the back.
-	rest := a.ready[i:]
-	a.ready = append(append(make([]*partition, 0, len(rest)+len(keep)), rest...), keep...)
+	// Partitions not reached or skipped keep their turn; served ones go to
+	// the back.
+	rest := a.ready[min(i, len(a.ready)):]
+	a.ready = append(append(append(make([]*partition, 0, len(skipped)+len(rest)+len(keep)), skipped...), rest...), keep...)
 	if len(items) == 0 {
 		return nil, nil
 	}
 
 	req := kmsg.NewPtrProduceRequest()
+	if txn := items[0].txn; txn != nil {
+		req.TransactionID = &txn.id
+	}
 	req.Acks = -1
 	req.TimeoutMillis = int32(a.m.cfg.produceTO.Milliseconds())
 	topics := make(map[string]int)

@@ -25,10 +25,12 @@
 // behind the source's log start is aligned with filler records (copies of
 // the first live record) and DeleteRecords; compaction holes get copies of
 // the next live record (filler batches between batches; batches with holes
-// inside are rebuilt, the only recompression). Batches that cannot be
-// mirrored exactly yet (transactions, control batches, old message formats,
-// corruption) fail the partition with a reason naming the offset; nothing is
-// ever written wrongly.
+// inside are rebuilt, the only recompression). Transactions are replayed
+// through destination transactional producers, one per source producer ID
+// and partition, with their markers at the source offsets (txn.go). Batches
+// that cannot be mirrored exactly (old message formats, compaction holes
+// next to transactions, corruption) fail the partition with a reason naming
+// the offset; nothing is ever written wrongly.
 //
 // Main types: Manager (partitions, mirrors, the appender, the producer ID),
 // Partition and PartitionStatus (what the coordinator sees), State (the

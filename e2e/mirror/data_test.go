@@ -115,13 +115,15 @@ const dumpFormat = `%o %T %K %S %k %s %h\n`
 // compareDumps reads partition p of topic from the source and the
 // destination with kcat, as an independent client, and fails the test at
 // the first line that differs. It returns the number of records compared.
-func compareDumps(t *testing.T, topic string, p int32) int {
+// extra are more kcat arguments for both sides (an isolation level, say).
+func compareDumps(t *testing.T, topic string, p int32, extra ...string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := func(c *testbed.Cluster) (*bufio.Reader, *exec.Cmd, *bytes.Buffer) {
 		args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
 			"-o", "beginning", "-e", "-q", "-f", dumpFormat)
+		args = append(args, extra...)
 		cmd := exec.CommandContext(ctx, "kcat", args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

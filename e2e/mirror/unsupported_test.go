@@ -6,19 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
 )
 
-// TestTransactionalBatchFailsOnlyItsPartition writes plain records and then
-// a committed transaction to partition 0, and plain records to partition 1.
-// Transactions are not mirrored yet: partition 0 must go FAILED with a
-// reason saying so, holding exactly the records before the transaction,
-// while partition 1 mirrors completely.
-func TestTransactionalBatchFailsOnlyItsPartition(t *testing.T) {
+// TestUnsupportedBatchFailsOnlyItsPartition moves the source log start of
+// partition 0 onto a transaction marker, which cannot be mirrored (leading
+// fillers copy a live record; a marker is none). Partition 0 must go FAILED
+// with a reason saying so, with nothing written, while partition 1 mirrors
+// completely; --start restarts the FAILED partition.
+func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 	dumpLogs(t)
-	const mirror, topic = "txn", "txn"
+	const mirror, topic = "unsup", "unsup"
 	createSourceTopic(t, topic, 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -33,7 +34,7 @@ func TestTransactionalBatchFailsOnlyItsPartition(t *testing.T) {
 		}
 	}
 	txn := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("e2e-txn"))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("e2e-unsup"))
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +43,13 @@ func TestTransactionalBatchFailsOnlyItsPartition(t *testing.T) {
 	}
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
+	}
+	// Offsets 0..99 plain, 100 the transaction's record, 101 its marker.
+	adm := kadm.NewClient(newClient(t, env.Source, testbed.Admin))
+	off := kadm.Offsets{}
+	off.Add(kadm.Offset{Topic: topic, Partition: 0, At: 101})
+	if resp, err := adm.DeleteRecords(ctx, off); err != nil || resp.Error() != nil {
+		t.Fatalf("DeleteRecords: %v %v", err, resp.Error())
 	}
 
 	createMirror(t, mirror)
@@ -63,12 +71,12 @@ func TestTransactionalBatchFailsOnlyItsPartition(t *testing.T) {
 		}
 		return states[0] == "FAILED" && states[1] == "MIRRORING" && lag1 == 0
 	})
-	if !strings.Contains(strings.ToLower(reason), "transaction") {
-		t.Fatalf("partition 0 FAILED with %q, want a reason naming the transactional batch", reason)
+	if !strings.Contains(reason, "transaction marker") || !strings.Contains(reason, "101") {
+		t.Fatalf("partition 0 FAILED with %q, want a reason naming the transaction marker at offset 101", reason)
 	}
 	dst := endOffsets(t, env.Destination, topic)
-	if dst[0] != 100 {
-		t.Fatalf("destination partition 0 ends at %d, want 100 (the records before the transaction)", dst[0])
+	if dst[0] != 0 {
+		t.Fatalf("destination partition 0 ends at %d, want 0: nothing may be written", dst[0])
 	}
 	if src := endOffsets(t, env.Source, topic); dst[1] != src[1] {
 		t.Fatalf("partition 1: destination ends at %d, source at %d", dst[1], src[1])
@@ -82,12 +90,12 @@ func TestTransactionalBatchFailsOnlyItsPartition(t *testing.T) {
 	// --start on a topic with a FAILED partition restarts it (the manual
 	// recovery); on a topic that mirrors fine it is refused.
 	out = mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
-	if want := "Started 1 mirror topic(s) in mirror txn: [txn]\n"; out != want {
+	if want := "Started 1 mirror topic(s) in mirror unsup: [unsup]\n"; out != want {
 		t.Fatalf("restart printed %q, want %q", out, want)
 	}
-	createSourceTopic(t, "txn-ok", 1, nil)
-	mustCLI(t, "--start", "--topics", "txn-ok", "--mirror", mirror)
-	r := cli(t, "--start", "--topics", "txn-ok", "--mirror", mirror)
+	createSourceTopic(t, "unsup-ok", 1, nil)
+	mustCLI(t, "--start", "--topics", "unsup-ok", "--mirror", mirror)
+	r := cli(t, "--start", "--topics", "unsup-ok", "--mirror", mirror)
 	if r.code == 0 || !strings.Contains(r.stderr, "already active") {
 		t.Fatalf("starting a mirroring topic again: exit %d, stderr %q; want a refusal saying it is already active", r.code, r.stderr)
 	}

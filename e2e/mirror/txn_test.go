@@ -1,0 +1,359 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
+
+const (
+	readCommitted   = "isolation.level=read_committed"
+	readUncommitted = "isolation.level=read_uncommitted"
+)
+
+// markersOf returns the transaction markers of a partition on c by offset:
+// true for COMMIT, false for ABORT.
+func markersOf(t *testing.T, c *testbed.Cluster, topic string, p int32) map[int64]bool {
+	t.Helper()
+	out := map[int64]bool{}
+	for base, b := range rawBatches(t, c, topic, p) {
+		if isMarker, commit := markerType(t, b); isMarker {
+			out[base] = commit
+		}
+	}
+	return out
+}
+
+// markerType reports whether b is a transaction marker and its outcome.
+// rawBatch content is the batch from its attributes to the producer ID,
+// then from the record count on.
+func markerType(t *testing.T, b rawBatch) (marker, commit bool) {
+	t.Helper()
+	if b.content[1]&0x20 == 0 {
+		return false, false
+	}
+	var r kmsg.Record
+	if err := r.ReadFrom(b.content[26:]); err != nil || len(r.Key) != 4 {
+		t.Fatalf("unreadable control record: %v", err)
+	}
+	return true, r.Key[3] == 1
+}
+
+// compareTransactional checks partition p of topic on both clusters: the
+// same batches at the same offsets, byte-identical apart from the producer
+// fields, and the same transaction markers (outcome) at the same offsets.
+// The destination writes its markers itself, so their timestamps differ.
+// It returns the number of markers.
+func compareTransactional(t *testing.T, topic string, p int32) (commits, aborts int) {
+	t.Helper()
+	src, dst := rawBatches(t, env.Source, topic, p), rawBatches(t, env.Destination, topic, p)
+	if len(src) != len(dst) {
+		t.Fatalf("%s-%d: %d source batches, %d destination batches", topic, p, len(src), len(dst))
+	}
+	for off, s := range src {
+		d, ok := dst[off]
+		if !ok {
+			t.Fatalf("%s-%d: no destination batch at offset %d", topic, p, off)
+		}
+		sm, sc := markerType(t, s)
+		dm, dc := markerType(t, d)
+		switch {
+		case sm != dm || sc != dc:
+			t.Fatalf("%s-%d offset %d: source marker %v (commit %v), destination marker %v (commit %v)", topic, p, off, sm, sc, dm, dc)
+		case sm && sc:
+			commits++
+		case sm:
+			aborts++
+		case !sameBatchContent(s, d):
+			t.Fatalf("%s-%d: batches at offset %d differ beyond the producer fields", topic, p, off)
+		}
+	}
+	return commits, aborts
+}
+
+// txnWriter runs transactions on the source: each writes 1-20 records to 1-3
+// partitions of topic and commits, or aborts one time in three.
+func txnWriter(ctx context.Context, t *testing.T, id, topic string, partitions int32, txns int, seed uint64) error {
+	cl := newClient(t, env.Source, testbed.Admin, kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for i := range txns {
+		if err := cl.BeginTransaction(); err != nil {
+			return err
+		}
+		var recs []*kgo.Record
+		for range 1 + rng.IntN(3) {
+			p := rng.Int32N(partitions)
+			for j := range 1 + rng.IntN(20) {
+				recs = append(recs, &kgo.Record{Partition: p, Key: fmt.Appendf(nil, "%s-%d", id, i),
+					Value:   fmt.Appendf(nil, "txn %s/%d record %d", id, i, j),
+					Headers: []kgo.RecordHeader{{Key: "txn", Value: []byte(id)}}})
+			}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return err
+		}
+		end := kgo.TryCommit
+		if rng.IntN(3) == 0 {
+			end = kgo.TryAbort
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestTransactions mirrors a topic written by three concurrent
+// transactional producers (commits and aborts interleaved on the same
+// partitions, transactions spanning partitions) and a plain producer, half
+// before mirroring starts and half while it runs. Every partition must read
+// the same on both clusters with read_committed and with read_uncommitted
+// (kcat), and hold the same markers at the same offsets.
+func TestTransactions(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic, partitions = "txns", "txns", 3
+	createSourceTopic(t, topic, partitions, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	plain := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+
+	round := func(seed uint64) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for w := range 3 {
+			wg.Go(func() {
+				errs <- txnWriter(ctx, t, fmt.Sprintf("e2e-txns-%d", w), topic, partitions, 25, seed+uint64(w))
+			})
+		}
+		wg.Go(func() {
+			for i := range 200 {
+				r := &kgo.Record{Partition: int32(i % partitions), Value: fmt.Appendf(nil, "plain %d/%d", seed, i)}
+				if err := plain.ProduceSync(ctx, r).FirstErr(); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		})
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	round(100)
+	createMirror(t, mirror)
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	round(200)
+	waitCaughtUp(t, mirror, topic, 3*time.Minute)
+
+	var commits, aborts, committed, uncommitted int
+	for p := range int32(partitions) {
+		c, a := compareTransactional(t, topic, p)
+		commits, aborts = commits+c, aborts+a
+		committed += compareDumps(t, topic, p, "-X", readCommitted)
+		uncommitted += compareDumps(t, topic, p, "-X", readUncommitted)
+	}
+	t.Logf("%d commit and %d abort markers at identical offsets; %d records read_committed, %d read_uncommitted",
+		commits, aborts, committed, uncommitted)
+	if commits == 0 || aborts == 0 || committed >= uncommitted {
+		t.Fatalf("the workload must exercise commits and aborts: %d commits, %d aborts, %d committed of %d records",
+			commits, aborts, committed, uncommitted)
+	}
+	if lso, hw := committedEnds(t, env.Destination, topic), endOffsets(t, env.Destination, topic); fmt.Sprint(lso) != fmt.Sprint(hw) {
+		t.Fatalf("destination last stable offsets %v lag its high watermarks %v with no transaction open", lso, hw)
+	}
+}
+
+// committedEnds returns the read_committed end offsets (last stable
+// offsets) of topic on c.
+func committedEnds(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(newClient(t, c, testbed.Admin)).ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("last stable offsets of %s on %s: %v", topic, c.Name(), err)
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// openMirrorTxns lists the ongoing destination transactions that replay
+// source transactions of mirror.
+func openMirrorTxns(t *testing.T, mirror string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(newClient(t, env.Destination, testbed.Admin)).ListTransactions(ctx, nil, []string{"Ongoing"})
+	if err != nil {
+		t.Fatalf("ListTransactions on the destination: %v", err)
+	}
+	var ids []string
+	for _, id := range listed.TransactionalIDs() {
+		if strings.HasPrefix(id, "sidemirror:"+mirror+":") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// openSourceTxn begins a transaction on the source that writes n records
+// to each partition of topic and leaves it open.
+func openSourceTxn(t *testing.T, id, topic string, partitions int32, n int) *kgo.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := newClient(t, env.Source, testbed.Admin, kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(5*time.Minute))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for p := range partitions {
+		for i := range n {
+			recs = append(recs, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "open %s %d/%d", id, p, i)})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// TestTransactionSurvivesSidecarKill kills every sidecar while the
+// destination replays an open source transaction, restarts them, and then
+// the source commits: the destination must commit it too, at the source's
+// offsets, without a spurious abort.
+func TestTransactionSurvivesSidecarKill(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic, partitions = "txn-kill", "txn-kill", 2
+	createSourceTopic(t, topic, partitions, nil)
+	produceVariety(t, env.Source, topic, 200, 31)
+	createMirror(t, mirror)
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	waitCaughtUp(t, mirror, topic, 2*time.Minute)
+
+	src := openSourceTxn(t, "e2e-txn-kill", topic, partitions, 50)
+	waitFor(t, time.Minute, "the open transaction to be replayed", func() bool {
+		return fmt.Sprint(endOffsets(t, env.Source, topic)) == fmt.Sprint(endOffsets(t, env.Destination, topic)) &&
+			len(openMirrorTxns(t, mirror)) == partitions
+	})
+	for _, s := range env.Sidecars.Sidecars() {
+		s.Kill()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, s := range env.Sidecars.Sidecars() {
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("after the restart")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	produceVariety(t, env.Source, topic, 20, 32)
+	waitCaughtUp(t, mirror, topic, 2*time.Minute)
+	for p := range int32(partitions) {
+		commits, aborts := compareTransactional(t, topic, p)
+		if commits != 1 || aborts != 0 {
+			t.Fatalf("%s-%d holds %d commit and %d abort markers, want the one commit", topic, p, commits, aborts)
+		}
+		compareDumps(t, topic, p, "-X", readCommitted)
+		compareDumps(t, topic, p, "-X", readUncommitted)
+	}
+	if ids := openMirrorTxns(t, mirror); len(ids) != 0 {
+		t.Fatalf("destination transactions still open after the commit: %v", ids)
+	}
+}
+
+// TestFailoverWithOpenTransaction stops a mirror topic while a source
+// transaction is open and replayed: the stop aborts the destination
+// transaction, so read_committed consumers are not blocked (the last stable
+// offset reaches the high watermark) and never see its records.
+func TestFailoverWithOpenTransaction(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic, partitions = "txn-fo", "txn-fo", 2
+	createSourceTopic(t, topic, partitions, nil)
+	produceVariety(t, env.Source, topic, 100, 41)
+	createMirror(t, mirror)
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	base := endOffsets(t, env.Source, topic) // where the open transaction starts
+	src := openSourceTxn(t, "e2e-txn-fo", topic, partitions, 30)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = src.EndTransaction(ctx, kgo.TryAbort)
+	}()
+	waitFor(t, 2*time.Minute, "the open transaction to be replayed", func() bool {
+		return fmt.Sprint(endOffsets(t, env.Source, topic)) == fmt.Sprint(endOffsets(t, env.Destination, topic)) &&
+			len(openMirrorTxns(t, mirror)) == partitions
+	})
+	before := committedEnds(t, env.Destination, topic)
+	for p := range int32(partitions) {
+		if before[p] != base[p] {
+			t.Fatalf("before the stop, %s-%d's last stable offset is %d, want %d (the open transaction's start)", topic, p, before[p], base[p])
+		}
+	}
+
+	mustCLI(t, "--stop", "--topics", topic, "--mirror", mirror)
+	hw := endOffsets(t, env.Destination, topic)
+	lso := committedEnds(t, env.Destination, topic)
+	for p := range int32(partitions) {
+		if lso[p] != hw[p] || hw[p] != base[p]+30+1 {
+			t.Fatalf("after the stop %s-%d: last stable offset %d, high watermark %d; want both %d (records, 30 open, the abort marker)",
+				topic, p, lso[p], hw[p], base[p]+30+1)
+		}
+		markers := markersOf(t, env.Destination, topic, p)
+		if commit, ok := markers[hw[p]-1]; !ok || commit || len(markers) != 1 {
+			t.Fatalf("%s-%d markers %v, want one ABORT at offset %d", topic, p, markers, hw[p]-1)
+		}
+		// read_committed sees the records before the transaction only.
+		values := kcatValues(t, env.Destination, topic, p, "-X", readCommitted)
+		for _, v := range values {
+			if strings.HasPrefix(v, "open ") {
+				t.Fatalf("read_committed returned a record of the aborted transaction: %q", v)
+			}
+		}
+		if int64(len(values)) != base[p] {
+			t.Fatalf("kcat read_committed returned %d records of %s-%d, want %d", len(values), topic, p, base[p])
+		}
+	}
+	if ids := openMirrorTxns(t, mirror); len(ids) != 0 {
+		t.Fatalf("destination transactions still open after the stop: %v", ids)
+	}
+}
+
+// kcatValues reads partition p of topic on c with kcat to its end and
+// returns the record values; extra are more kcat arguments.
+func kcatValues(t *testing.T, c *testbed.Cluster, topic string, p int32, extra ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)), "-o", "beginning", "-e", "-q", "-f", "%s\n")
+	out, err := exec.CommandContext(ctx, "kcat", append(args, extra...)...).Output()
+	if err != nil {
+		t.Fatalf("kcat on %s: %v", c.Name(), err)
+	}
+	return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+}
