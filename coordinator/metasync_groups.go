@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/fetcher"
 )
 
 // Keys of the consumer group offset sync.
@@ -56,6 +60,18 @@ func groupWritable(state string, listed bool) bool {
 // committed leader epoch -1 (destination epochs differ from the source's),
 // dropping those the destination already has.
 func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*MirrorTopic, hw map[string]map[int32]int64, dest kadm.OffsetResponses) kadm.Offsets {
+	return groupOffsetsToCommitLive(source, topics, hw, dest, nil)
+}
+
+// liveFunc returns the offset of the first live record at or after at on
+// the source (see fetcher.NextLiveOffset), or at when it does not apply.
+type liveFunc func(topic string, partition int32, at int64) int64
+
+// groupOffsetsToCommitLive is groupOffsetsToCommit where live, if not nil,
+// moves each source offset to the first live source record at or after it
+// (compacted topics), before the clamp and the comparison.
+func groupOffsetsToCommitLive(source kadm.OffsetResponses, topics map[string]*MirrorTopic, hw map[string]map[int32]int64,
+	dest kadm.OffsetResponses, live liveFunc) kadm.Offsets {
 	out := kadm.Offsets{}
 	source.Each(func(o kadm.OffsetResponse) {
 		t := topics[o.Topic]
@@ -66,7 +82,11 @@ func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*Mirror
 		if !ok {
 			return // destination high watermark unknown: next round
 		}
-		at := min(o.At, end)
+		at := o.At
+		if live != nil && at < end {
+			at = live(o.Topic, o.Partition, at)
+		}
+		at = min(at, end)
 		if d, ok := dest.Lookup(o.Topic, o.Partition); ok && d.Err == nil && d.At == at {
 			return
 		}
@@ -77,16 +97,75 @@ func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*Mirror
 
 // syncGroups copies the committed offsets of the mirror's consumer groups.
 func (r *metaSyncRound) syncGroups(ctx context.Context) (int, error) {
-	return syncGroupOffsets(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics)
+	return syncGroupOffsetsLive(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics, r.src)
+}
+
+// compactedLive returns a liveFunc for the compacted topics among names on
+// the source of srcCl, nil if there are none. In a compacted topic a
+// committed offset may point into a compaction hole: the source's consumer
+// resumes at the next live record, while the destination holds fillers
+// (copies of that record) there (DESIGN D2), so the offset is moved to the
+// live record. Look-ups are remembered for one sync; one that fails leaves
+// the offset as it is.
+func compactedLive(ctx context.Context, log *zap.Logger, srcCl *kgo.Client, names []string) liveFunc {
+	if srcCl == nil || len(names) == 0 {
+		return nil
+	}
+	configs, err := kadm.NewClient(srcCl).DescribeTopicConfigs(ctx, names...)
+	if err != nil && len(configs) == 0 {
+		log.Debug("topic configs for group offset translation", zap.Error(err))
+		return nil
+	}
+	compacted := map[string]bool{}
+	for _, rc := range configs {
+		for _, c := range rc.Configs {
+			if c.Key == "cleanup.policy" && strings.Contains(c.MaybeValue(), "compact") {
+				compacted[rc.Name] = true
+			}
+		}
+	}
+	if len(compacted) == 0 {
+		return nil
+	}
+	type key struct {
+		topic string
+		p     int32
+		at    int64
+	}
+	seen := map[key]int64{}
+	return func(topic string, p int32, at int64) int64 {
+		if !compacted[topic] {
+			return at
+		}
+		k := key{topic, p, at}
+		if v, ok := seen[k]; ok {
+			return v
+		}
+		v, err := fetcher.NextLiveOffset(ctx, srcCl, topic, p, at)
+		if err != nil {
+			log.Debug("next live record of a committed offset", zap.String("topic", topic), zap.Int32("partition", p),
+				zap.Int64("offset", at), zap.Error(err))
+			v = at
+		}
+		seen[k] = v
+		return v
+	}
 }
 
 // syncGroupOffsets copies, for the groups the mirror syncs, the source's
 // committed offsets on topics to the destination (DESIGN D10): only for
 // groups without active members on the destination, clamped to the
 // destination high watermark, committed leader epoch -1. Offsets are
-// identical on both sides, so they need no translation. It returns the
-// number of partition offsets committed.
+// identical on both sides, so they need no translation (but see
+// compactedLive). It returns the number of partition offsets committed.
 func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic) (int, error) {
+	return syncGroupOffsetsLive(ctx, log, m, src, dst, topics, nil)
+}
+
+// syncGroupOffsetsLive is syncGroupOffsets that, given the source's client
+// srcCl, moves offsets of compacted topics out of compaction holes (see
+// compactedLive).
+func syncGroupOffsetsLive(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic, srcCl *kgo.Client) (int, error) {
 	if len(topics) == 0 {
 		return 0, nil
 	}
@@ -137,6 +216,7 @@ func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst 
 		}
 		hw[o.Topic][o.Partition] = o.Offset
 	})
+	live := compactedLive(ctx, log, srcCl, names)
 	srcOffsets := src.FetchManyOffsets(ctx, writable...)
 	dstOffsets := dst.FetchManyOffsets(ctx, writable...)
 	items := 0
@@ -147,7 +227,7 @@ func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst 
 			errs = append(errs, fmt.Errorf("offsets of source group %s: %w", g, so.Err))
 			continue
 		}
-		commit := groupOffsetsToCommit(so.Fetched, topics, hw, dstOffsets[g].Fetched)
+		commit := groupOffsetsToCommitLive(so.Fetched, topics, hw, dstOffsets[g].Fetched, live)
 		if len(commit) == 0 {
 			continue
 		}
@@ -192,7 +272,7 @@ func (s *Service) finalGroupSync(ctx context.Context, m *Mirror, stopped []*Mirr
 			topics[t.Name] = t
 		}
 	}
-	n, err := syncGroupOffsets(ctx, log, m, kadm.NewClient(src), kadm.NewClient(s.cfg.DestClient), topics)
+	n, err := syncGroupOffsetsLive(ctx, log, m, kadm.NewClient(src), kadm.NewClient(s.cfg.DestClient), topics, src)
 	if err != nil {
 		log.Warn("last group offset sync before the stop failed (the stop goes on)", zap.Int("offsets-committed", n), zap.Error(err))
 		return

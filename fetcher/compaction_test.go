@@ -152,3 +152,44 @@ func TestCompactedSource(t *testing.T) {
 	live, copies = e.compareCompacted(topic)
 	t.Logf("second pass: %d live records, %d copies", live, copies)
 }
+
+// TestNextLiveOffset checks NextLiveOffset against every offset of a
+// compacted partition: the answer is the first record a consumer reads from
+// there.
+func TestNextLiveOffset(t *testing.T) {
+	const topic = "nextlive"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	ctx := context.Background()
+	v, zero := "compact", "0"
+	if _, err := e.srcAdm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v},
+		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero},
+	}, topic); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	e.produceOverwrites(rng, topic, 0, 300)
+	e.src.Compact()
+	if holes, _ := e.sourceHoles(topic); holes == 0 {
+		t.Fatal("compaction left no holes")
+	}
+	recs := e.readAll(e.src, e.srcAdm, topic)[0]
+	end := e.offsets(e.srcAdm, false, topic)[0]
+	i := 0
+	for at := e.offsets(e.srcAdm, true, topic)[0]; at <= end; at++ {
+		for i < len(recs) && recs[i].Offset < at {
+			i++
+		}
+		want := at // past the last record: at itself
+		if i < len(recs) {
+			want = recs[i].Offset
+		}
+		got, err := NextLiveOffset(ctx, e.srcCl, topic, 0, at)
+		if err != nil {
+			t.Fatalf("NextLiveOffset(%d): %v", at, err)
+		}
+		if got != want {
+			t.Fatalf("NextLiveOffset(%d) = %d, want %d", at, got, want)
+		}
+	}
+}
