@@ -55,11 +55,13 @@ type aclPlan struct {
 // planACLs compares the source's ACLs in scope with the destination's.
 // inScope tells whether an ACL's resource is synced now (an active mirror
 // topic, a synced group). The sync creates the source's ACLs in scope that
-// the destination lacks and owns them; it deletes only ACLs it owns whose
-// resource is in scope and that the source no longer has. ACLs of the
-// sidecars (protected) and ACLs the sync did not create are never deleted;
-// owned ACLs out of scope (a stopped topic) stay, so a failed-over
-// application keeps its access.
+// the destination lacks and owns them; an owned ACL missing on the
+// destination (recorded before a create that failed or was cut short, or
+// deleted there by hand) is created again while the source has it. It
+// deletes only ACLs it owns whose resource is in scope and that the source
+// no longer has. ACLs of the sidecars (protected) and ACLs the sync did not
+// create are never deleted; owned ACLs out of scope (a stopped topic) stay,
+// so a failed-over application keeps its access.
 func planACLs(source, dest, synced, protected []ACL, inScope func(ACL) bool) aclPlan {
 	var p aclPlan
 	for _, a := range synced {
@@ -70,13 +72,17 @@ func planACLs(source, dest, synced, protected []ACL, inScope func(ACL) bool) acl
 		p.owned = append(p.owned, a)
 	}
 	for _, a := range source {
-		if !inScope(a) || slices.Contains(protected, a) || slices.Contains(p.owned, a) {
+		if !inScope(a) || slices.Contains(protected, a) || slices.Contains(p.create, a) {
 			continue
 		}
-		if slices.Contains(dest, a) {
-			continue // someone else's: not ours to own
-		}
-		if !slices.Contains(p.create, a) {
+		switch {
+		case slices.Contains(p.owned, a):
+			if !slices.Contains(dest, a) {
+				p.create = append(p.create, a) // ours, but missing
+			}
+		case slices.Contains(dest, a):
+			// someone else's: not ours to own
+		default:
 			p.create = append(p.create, a)
 			p.owned = append(p.owned, a)
 		}

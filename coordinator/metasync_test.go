@@ -296,6 +296,10 @@ func TestPlanACLs(t *testing.T) {
 		{"out of scope (stopped topic): kept", nil, []ACL{stoppedT}, []ACL{stoppedT},
 			aclPlan{owned: []ACL{stoppedT}}},
 		{"source ACLs out of scope are not copied", []ACL{stoppedT}, nil, nil, aclPlan{}},
+		{"owned but missing on the destination (a create cut short): created again", []ACL{readT, readG}, []ACL{readG}, []ACL{readT, readG},
+			aclPlan{create: []ACL{readT}, owned: []ACL{readT, readG}}},
+		{"owned, missing and removed on the source: nothing left to create", []ACL{readG}, []ACL{readG}, []ACL{readT, readG},
+			aclPlan{remove: []ACL{readT}, owned: []ACL{readG}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := planACLs(tc.source, tc.dest, tc.synced, []ACL{sidecars}, inScope)

@@ -14,6 +14,10 @@ func TestMain(m *testing.M) {
 	// Two source nodes, so that a source leader election can move a
 	// partition's leadership.
 	opts.Source.Nodes = 2
+	// An authorizer on the source, so that ACLs can be created there and
+	// their sync tested. Its clients are PLAINTEXT, hence User:ANONYMOUS, a
+	// super user: every client and sidecar keeps full access.
+	opts.Source.Authorizer = true
 	opts.Sidecars = true
 	opts.SidecarConfig = map[string]string{
 		"readonly.allow.everyone.if.no.acl.found": "true",

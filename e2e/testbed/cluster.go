@@ -33,7 +33,9 @@ type ClusterOptions struct {
 	// Users; otherwise it is PLAINTEXT.
 	SASL bool
 	// Authorizer enables StandardAuthorizer with allow.everyone.if.no.acl.found
-	// and the super users of SuperUsers.
+	// and the super users of SuperUsers. SuperUsers holds User:ANONYMOUS, the
+	// principal of every PLAINTEXT client, so on a PLAINTEXT cluster every
+	// client keeps full access while ACLs can be created and described.
 	Authorizer bool
 	// HeapMB is each node's maximum JVM heap (default 512).
 	HeapMB int
@@ -548,6 +550,30 @@ logger.authorizer.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 `
+
+// Recreate replaces the cluster by a new one at the same addresses, as when
+// a cluster is rebuilt: it stops every node, deletes their data, formats
+// them with a new cluster ID and starts them again. Clients that reconnect
+// reach a cluster with another ID and no topics.
+func (c *Cluster) Recreate(ctx context.Context) error {
+	c.Close()
+	for _, n := range c.nodes {
+		if n.Running() {
+			return fmt.Errorf("testbed: %s node %d still runs", c.opts.Name, n.ID)
+		}
+		if err := os.RemoveAll(filepath.Join(n.dir, "data")); err != nil {
+			return fmt.Errorf("testbed: %w", err)
+		}
+		if err := n.writeConfig(); err != nil {
+			return err
+		}
+	}
+	c.id = newClusterID()
+	if err := c.format(ctx); err != nil {
+		return err
+	}
+	return c.StartStopped(ctx)
+}
 
 // StartStopped launches every node that is not running, all at once (a
 // KRaft quorum needs a majority of them to come up), and waits until each
