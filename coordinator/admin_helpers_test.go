@@ -23,7 +23,7 @@ type fakeDataPlane struct {
 	setMirrors map[string]int // mirror -> SetMirror calls
 }
 
-func (d *fakeDataPlane) SetMirror(name string, _ []kgo.Opt) error {
+func (d *fakeDataPlane) SetMirror(name string, _ []kgo.Opt, _ fetcher.MirrorSettings) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.setMirrors == nil {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/sidemirror/sidemirror/fetcher"
 )
 
 // Keys of a mirror's own settings; every other key of a mirror config is a
@@ -19,6 +22,11 @@ const (
 	// RefreshIntervalKey is mirror.metadata.refresh.interval.ms: how often
 	// metadata is synchronised and new topics discovered (default 30000).
 	RefreshIntervalKey = "mirror.metadata.refresh.interval.ms"
+	// TransactionTimeoutKey is mirror.transaction.timeout.ms: the timeout
+	// of the destination transactions that replay source transactions
+	// (default 900000, Kafka's default transaction.max.timeout.ms). The
+	// destination brokers' transaction.max.timeout.ms must allow it.
+	TransactionTimeoutKey = "mirror.transaction.timeout.ms"
 )
 
 // mirrorKeys describes the mirror.* keys: default and a check of the value.
@@ -43,6 +51,13 @@ var mirrorKeys = map[string]struct {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1000 {
 			return fmt.Errorf("%q is not an interval in milliseconds >= 1000", v)
+		}
+		return nil
+	}},
+	TransactionTimeoutKey: {"900000", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1000 {
+			return fmt.Errorf("%q is not a timeout in milliseconds from 1000 to 2147483647", v)
 		}
 		return nil
 	}},
@@ -94,6 +109,12 @@ func SplitPatterns(v string) []string {
 // never shown.
 func IsSecretKey(key string) bool {
 	return strings.Contains(key, "password") || strings.Contains(key, "jaas.config") || strings.HasSuffix(key, "keystore.key")
+}
+
+// dataPlaneSettings returns the mirror's settings of the data plane.
+func dataPlaneSettings(m *Mirror) fetcher.MirrorSettings {
+	ms, _ := strconv.ParseInt(mirrorSetting(m, TransactionTimeoutKey), 10, 64)
+	return fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond}
 }
 
 // sourceConfig returns the part of a mirror config that the SourceDialer

@@ -298,6 +298,7 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 		{ConfigSyncExcludeKey, "", def, false},
 		{GroupsIncludeKey, ".*", def, false},
 		{GroupsExcludeKey, "", def, false},
+		{TransactionTimeoutKey, "900000", def, false},
 		{"sasl.jaas.config", "<null>", dyn, true},
 	}
 	slices.SortFunc(want, func(a, b row) int { return strings.Compare(a.name, b.name) })

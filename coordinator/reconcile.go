@@ -145,13 +145,14 @@ func (s *Service) syncSources(st *State) {
 	defer s.mu.Unlock()
 	for name, m := range st.Mirrors {
 		cfg := sourceConfig(m.Config)
-		fp := fingerprint(cfg)
+		settings := dataPlaneSettings(m)
+		fp := fingerprint(cfg) + fmt.Sprintf("/%+v", settings)
 		if s.sources[name] == fp {
 			continue
 		}
 		opts, err := s.cfg.SourceDialer(cfg)
 		if err == nil {
-			err = s.cfg.DataPlane.SetMirror(name, opts)
+			err = s.cfg.DataPlane.SetMirror(name, opts, settings)
 		}
 		if err != nil {
 			s.log.Error("cannot configure the source client of a mirror", zap.String("mirror", name), zap.Error(err))

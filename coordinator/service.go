@@ -21,7 +21,7 @@ import (
 // DataPlane is what the coordinator needs of the data plane
 // (*fetcher.Manager): per-mirror source clients and per-partition mirroring.
 type DataPlane interface {
-	SetMirror(name string, source []kgo.Opt) error
+	SetMirror(name string, source []kgo.Opt, settings fetcher.MirrorSettings) error
 	RemoveMirror(name string)
 	Start(p fetcher.Partition) error
 	Stop(ctx context.Context, p fetcher.Partition) error

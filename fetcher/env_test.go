@@ -135,7 +135,7 @@ func (e *testEnv) newManager(opts ...Opt) *Manager {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(m.Close)
-	if err := m.SetMirror(testMirror, []kgo.Opt{kgo.SeedBrokers(e.src.ListenAddrs()...)}); err != nil {
+	if err := m.SetMirror(testMirror, []kgo.Opt{kgo.SeedBrokers(e.src.ListenAddrs()...)}, MirrorSettings{}); err != nil {
 		e.t.Fatal(err)
 	}
 	return m

@@ -103,18 +103,34 @@ func (m *Manager) goFunc(fn func()) bool {
 	return true
 }
 
+// MirrorSettings are a mirror's own settings of the data plane.
+type MirrorSettings struct {
+	// TransactionTimeout is the timeout of the destination transactions
+	// that replay source transactions (default 15 minutes): the
+	// destination aborts one that stays open longer, and its partition
+	// goes FAILED.
+	TransactionTimeout time.Duration
+}
+
 // SetMirror creates the source client of a mirror, or replaces it: the old
 // client's fetch sessions end, its partitions move to the new client (with
 // the usual resume from the destination LEO) and the old client is closed.
-func (m *Manager) SetMirror(name string, source []kgo.Opt) error {
+func (m *Manager) SetMirror(name string, source []kgo.Opt, settings MirrorSettings) error {
 	if name == "" {
 		return fmt.Errorf("%w: mirror name is empty", ErrInvalidOption)
+	}
+	if settings.TransactionTimeout == 0 {
+		settings.TransactionTimeout = defaultTxnTimeout
+	}
+	if settings.TransactionTimeout < time.Second {
+		return fmt.Errorf("%w: mirror %q: transaction timeout %s is below 1s", ErrInvalidOption, name, settings.TransactionTimeout)
 	}
 	cl, err := kgo.NewClient(source...)
 	if err != nil {
 		return fmt.Errorf("fetcher: mirror %q: source client: %w", name, err)
 	}
 	mir := newMirror(m, name, cl)
+	mir.settings = settings
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

@@ -392,7 +392,7 @@ func TestSetMirrorReplacesClient(t *testing.T) {
 	m := e.newManager()
 	startAll(t, m, "re", []int32{0})
 	e.waitCaughtUp(m, "re", []int32{0})
-	if err := m.SetMirror(testMirror, []kgo.Opt{kgo.SeedBrokers(e.src.ListenAddrs()...)}); err != nil {
+	if err := m.SetMirror(testMirror, []kgo.Opt{kgo.SeedBrokers(e.src.ListenAddrs()...)}, MirrorSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	e.produce(cl, "re", []int32{0}, 30, 30, 10)

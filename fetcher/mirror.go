@@ -21,10 +21,11 @@ const metadataMinAge = 250 * time.Millisecond
 // and one fetch session per source broker. SetMirror replaces a mirror
 // whole; the old one is closed.
 type mirror struct {
-	m    *Manager
-	name string
-	cl   *kgo.Client
-	log  *zap.Logger
+	m        *Manager
+	name     string
+	cl       *kgo.Client
+	log      *zap.Logger
+	settings MirrorSettings
 
 	ctx    context.Context // ends when the mirror closes: sessions stop
 	cancel context.CancelFunc

@@ -30,10 +30,10 @@ import (
 // DescribeTransactions and DescribeProducers and continues a transaction
 // that is still open instead of aborting it.
 
-// txnTimeout is the transaction timeout of destination producers: Kafka's
-// default transaction.max.timeout.ms, the longest a source transaction can
-// stay open on a broker with default settings.
-const txnTimeout = 15 * time.Minute
+// defaultTxnTimeout is the default transaction timeout of destination
+// producers: Kafka's default transaction.max.timeout.ms, the longest a
+// source transaction can stay open on a broker with default settings.
+const defaultTxnTimeout = 15 * time.Minute
 
 // markerTimeout bounds the wait for the broker to write a marker after
 // EndTxn; past it the partition restarts from the destination LEO.
@@ -112,7 +112,11 @@ func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProdu
 	tp := &txnProducer{srcPID: srcPID, id: id}
 	switch {
 	case d == nil || d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort" || d.State == "Dead":
-		if tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id); err != nil {
+		mir, err := p.m.mirror(p.key.Mirror)
+		if err != nil {
+			return nil, err
+		}
+		if tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, mir.settings.TransactionTimeout); err != nil {
 			return nil, err
 		}
 	case d.State == "Ongoing":
@@ -343,13 +347,13 @@ func (m *Manager) describeTxn(ctx context.Context, id string) (*kadm.DescribedTr
 
 // initTxnProducer gets a producer ID and a new epoch for transactional ID id
 // (InitProducerID), which also ends whatever the ID had open.
-func (m *Manager) initTxnProducer(ctx context.Context, id string) (int64, int16, error) {
+func (m *Manager) initTxnProducer(ctx context.Context, id string, timeout time.Duration) (int64, int16, error) {
 	var pid int64
 	var epoch int16
 	err := txnRetry(ctx, "destination InitProducerID("+id+")", func() error {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = &id
-		req.TransactionTimeoutMillis = int32(txnTimeout.Milliseconds())
+		req.TransactionTimeoutMillis = int32(timeout.Milliseconds())
 		req.ProducerID, req.ProducerEpoch = -1, -1
 		resp, err := req.RequestWith(ctx, m.txnCl)
 		if err != nil {
@@ -365,8 +369,8 @@ func (m *Manager) initTxnProducer(ctx context.Context, id string) (int64, int16,
 		return 0, 0, fmt.Errorf("%w (%v)", ErrNotSuperUser, err)
 	}
 	if errors.Is(err, kerr.InvalidTransactionTimeout) {
-		return 0, 0, fmt.Errorf("%w: %v: the destination brokers need transaction.max.timeout.ms >= %d",
-			ErrAppendRejected, err, txnTimeout.Milliseconds())
+		return 0, 0, fmt.Errorf("%w: %v: the destination brokers need transaction.max.timeout.ms >= %d (or lower the mirror's mirror.transaction.timeout.ms)",
+			ErrAppendRejected, err, timeout.Milliseconds())
 	}
 	if err != nil {
 		return 0, 0, err

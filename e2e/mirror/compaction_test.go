@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
@@ -259,7 +260,8 @@ func TestCompaction(t *testing.T) {
 	}
 
 	cpu := sidecarCPU(t)
-	createMirror(t, mirror)
+	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config",
+		mirrorConfigFile(t, map[string]string{"mirror.metadata.refresh.interval.ms": "2000"}))
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	waitCaughtUp(t, mirror, topic, 5*time.Minute)
 	live, copies := checkCompactedMirror(t, topic)
@@ -271,6 +273,7 @@ func TestCompaction(t *testing.T) {
 	if fillers < float64(holes) || rebuilt == 0 {
 		t.Fatalf("fillers %v for %d holes, %v rebuilt batches", fillers, holes, rebuilt)
 	}
+	checkGroupOutOfHole(t, topic)
 
 	// More overwrites while mirroring.
 	for wave := uint64(100); wave < 103; wave++ {
@@ -283,4 +286,57 @@ func TestCompaction(t *testing.T) {
 		"mirrored bytes %d, sidecar CPU %.2fs",
 		live, copies, sumMetric(t, "sidemirror_filler_records_total", mirror), sumMetric(t, "sidemirror_rebuilt_batches_total", mirror),
 		mirroredBytes(t, mirror), sidecarCPU(t)-cpu)
+}
+
+// checkGroupOutOfHole commits, for an idle source group, an offset inside a
+// compaction hole of topic-0 and waits for the group offset sync: the
+// destination's committed offset must be the next live source record (a
+// consumer there reads it once, as on the source, instead of the fillers
+// that copy it).
+func checkGroupOutOfHole(t *testing.T, topic string) {
+	t.Helper()
+	const group = "compaction-group"
+	src := dumpPartition(t, env.Source, topic, 0)
+	hole := int64(-1)
+	for i := 1; i < len(src.offsets); i++ {
+		if src.offsets[i] > src.offsets[i-1]+1 {
+			hole = src.offsets[i-1] + 1
+			break
+		}
+	}
+	if hole < 0 {
+		t.Fatal("no hole between two live source records")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	off := kadm.Offsets{}
+	off.Add(kadm.Offset{Topic: topic, Partition: 0, At: hole, LeaderEpoch: -1})
+	if resp, err := kadm.NewClient(newClient(t, env.Source, testbed.Admin)).CommitOffsets(ctx, group, off); err != nil || resp.Error() != nil {
+		t.Fatalf("commit offset %d for %s on the source: %v %v", hole, group, err, resp.Error())
+	}
+	dstAdm := kadm.NewClient(newClient(t, env.Destination, testbed.Admin))
+	var at int64 = -1
+	waitFor(t, time.Minute, "the group offset sync", func() bool {
+		fetched, err := dstAdm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		o, ok := fetched.Lookup(topic, 0)
+		at = o.At
+		return ok && o.Err == nil
+	})
+	// The sync looked the live record up; the cleaner may have removed it
+	// since, but never a record before it.
+	now := dumpPartition(t, env.Source, topic, 0)
+	i := sort.Search(len(now.offsets), func(i int) bool { return now.offsets[i] >= hole })
+	if i == len(now.offsets) || at <= hole || at > now.offsets[i] {
+		t.Fatalf("source offset %d (a hole) was committed as %d on the destination; the next live source record is at %v",
+			hole, at, now.offsets[i:min(i+1, len(now.offsets))])
+	}
+	dst := dumpPartition(t, env.Destination, topic, 0)
+	// (The destination's own cleaner may have removed it meanwhile.)
+	if line, ok := dst.lines[at]; ok && at == now.offsets[i] && line != now.lines[at] {
+		t.Fatalf("destination offset %d (committed for %s) holds %.200q, want the source's %.200q", at, group, line, now.lines[at])
+	}
+	t.Logf("group offset in a compaction hole: source %d, destination %d (%d fillers skipped)", hole, at, at-hole)
 }

@@ -357,3 +357,47 @@ func kcatValues(t *testing.T, c *testbed.Cluster, topic string, p int32, extra .
 	}
 	return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 }
+
+// TestDestinationAbortsReplayedTransaction gives a mirror a destination
+// transaction timeout of 5 s and keeps a source transaction open longer:
+// the destination aborts the replayed transaction on its own, and when the
+// source commits, the partition goes FAILED naming that, instead of
+// writing anything at the wrong offset.
+func TestDestinationAbortsReplayedTransaction(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic = "txn-timeout", "txn-timeout"
+	createSourceTopic(t, topic, 1, nil)
+	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config",
+		mirrorConfigFile(t, map[string]string{"mirror.transaction.timeout.ms": "5000"}))
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	src := openSourceTxn(t, "e2e-txn-timeout", topic, 1, 10)
+	waitFor(t, time.Minute, "the open transaction to be replayed", func() bool {
+		return len(openMirrorTxns(t, mirror)) == 1
+	})
+	waitFor(t, time.Minute, "the destination to abort the replayed transaction", func() bool {
+		return len(openMirrorTxns(t, mirror)) == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	waitFor(t, time.Minute, "the partition to fail", func() bool {
+		for _, tp := range describe(t, mirror).Topics {
+			for _, pd := range tp.Partitions {
+				if pd.State == "FAILED" {
+					reason = deref(pd.LastError)
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if !strings.Contains(reason, "aborted or fenced") || !strings.Contains(reason, "sidemirror:txn-timeout:txn-timeout:0:") {
+		t.Fatalf("FAILED with %q, want a reason naming the destination's abort of the replayed transaction", reason)
+	}
+	if m := markersOf(t, env.Destination, topic, 0); len(m) != 1 || m[10] {
+		t.Fatalf("destination markers %v, want only the destination's own ABORT at offset 10", m)
+	}
+}
