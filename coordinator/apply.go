@@ -245,6 +245,7 @@ func (c StartTopics) apply(s *State) Result {
 			StartedMs:     c.NowMs,
 			UpdatedMs:     c.NowMs,
 			Unprotected:   t.Unprotected,
+			Diverged:      slices.Clone(t.Diverged),
 		}
 		if old := s.Topics[t.Name]; old != nil {
 			// A restart: the ACLs recorded are still in the cluster
@@ -265,6 +266,9 @@ func (c StartTopics) checkTopic(s *State, t StartTopic, listed int) TopicResult 
 	}
 	if t.Partitions < 1 {
 		return topicFail(t.Name, kerr.InvalidPartitions, "topic %s has the partition count %d; it must be the source topic's partition count, at least 1", t.Name, t.Partitions)
+	}
+	if msg := checkDivergences(t.Diverged, t.Partitions); msg != "" {
+		return topicFail(t.Name, kerr.InvalidRequest, "topic %s: %s", t.Name, msg)
 	}
 	old := s.Topics[t.Name]
 	switch {
@@ -520,6 +524,51 @@ func (c SetSyncFault) apply(s *State) Result {
 	}
 	t.SyncFault = c.Fault
 	return Result{}
+}
+
+func (c SetDiverged) apply(s *State) Result {
+	if s.Mirrors[c.Mirror] == nil {
+		return unknownMirror(c.Mirror)
+	}
+	t := s.Topics[c.Topic]
+	switch {
+	case t == nil:
+		return unknownTopic(c.Topic)
+	case t.Mirror != c.Mirror:
+		return fail(kerr.InvalidRequest, "topic %s belongs to mirror %s, not to mirror %s", c.Topic, t.Mirror, c.Mirror)
+	case t.Status != TopicActive:
+		return fail(kerr.InvalidRequest, "topic %s is %s in mirror %s: only an active topic has diverged partitions", c.Topic, t.Status, c.Mirror)
+	}
+	if msg := checkDivergences(c.Diverged, t.Partitions); msg != "" {
+		return fail(kerr.InvalidRequest, "topic %s: %s", c.Topic, msg)
+	}
+	if len(c.Diverged) == 0 && len(t.Diverged) > 0 {
+		t.StartedMs = c.NowMs
+	}
+	t.Diverged = slices.Clone(c.Diverged)
+	if len(t.Diverged) == 0 {
+		t.Diverged = nil
+	}
+	t.UpdatedMs = c.NowMs
+	return Result{}
+}
+
+// checkDivergences returns what is wrong with a list of diverged partitions
+// of a topic with the given partition count, or "".
+func checkDivergences(ds []Divergence, partitions int32) string {
+	seen := map[int32]bool{}
+	for _, d := range ds {
+		switch {
+		case d.Partition < 0 || d.Partition >= partitions:
+			return fmt.Sprintf("diverged partition %d does not exist (the topic has %d partitions)", d.Partition, partitions)
+		case seen[d.Partition]:
+			return fmt.Sprintf("diverged partition %d is listed twice", d.Partition)
+		case d.Offset < 0 || d.Extra < 1:
+			return fmt.Sprintf("diverged partition %d: offset %d and %d extra records are not a divergence", d.Partition, d.Offset, d.Extra)
+		}
+		seen[d.Partition] = true
+	}
+	return ""
 }
 
 func (c RecordSyncedACLs) apply(s *State) Result {

@@ -34,6 +34,7 @@ const (
 	CmdSetSyncFault        CommandType = 16
 	CmdRecordSyncedACLs    CommandType = 17
 	CmdReadBarrier         CommandType = 18
+	CmdSetDiverged         CommandType = 19
 )
 
 func (t CommandType) String() string {
@@ -72,7 +73,7 @@ var codecs = map[CommandType]codec{
 	CmdDeleteMirror:        {"DeleteMirror", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[DeleteMirror]}},
 	CmdAlterMirrorConfig:   {"AlterMirrorConfig", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[AlterMirrorConfig]}},
 	CmdSetSourceClusterID:  {"SetSourceClusterID", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetSourceClusterID]}},
-	CmdStartTopics:         {"StartTopics", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[StartTopics]}},
+	CmdStartTopics:         {"StartTopics", 2, map[uint8]func([]byte) (Command, error){1: decodeBody[StartTopics], 2: decodeBody[StartTopics]}}, // v2 added StartTopic.Diverged; a v1 body is a v2 body without it
 	CmdSetTopicStatus:      {"SetTopicStatus", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetTopicStatus]}},
 	CmdRecordACLs:          {"RecordACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordACLs]}},
 	CmdSetUnprotected:      {"SetUnprotected", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetUnprotected]}},
@@ -86,6 +87,7 @@ var codecs = map[CommandType]codec{
 	CmdSetSyncFault:        {"SetSyncFault", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetSyncFault]}},
 	CmdRecordSyncedACLs:    {"RecordSyncedACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordSyncedACLs]}},
 	CmdReadBarrier:         {"ReadBarrier", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[ReadBarrier]}},
+	CmdSetDiverged:         {"SetDiverged", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetDiverged]}},
 }
 
 // EncodeCommand encodes c: byte 0 is the command type, byte 1 the command
@@ -245,6 +247,9 @@ type StartTopic struct {
 	Partitions    int32    `json:"partitions"`
 	SourceTopicID [16]byte `json:"sourceTopicId"`
 	Unprotected   bool     `json:"unprotected"`
+	// Diverged (v2) starts the topic with these diverged partitions: it is
+	// assigned to the mirror but not driven until re-seeded (DESIGN D9).
+	Diverged []Divergence `json:"diverged,omitempty"`
 }
 
 // SetTopicStatus stops (TopicStopped), pauses (TopicPaused) or resumes
@@ -412,3 +417,17 @@ func (RecordSyncedACLs) Type() CommandType { return CmdRecordSyncedACLs }
 
 // Type implements Command.
 func (ReadBarrier) Type() CommandType { return CmdReadBarrier }
+
+// SetDiverged records the diverged partitions of an active mirror topic
+// (DESIGN D9), or clears them when Diverged is empty: the topic was
+// re-seeded or its destination log is a prefix of the source's again, so
+// its partitions are driven from now on (StartedMs becomes NowMs).
+type SetDiverged struct {
+	Mirror   string       `json:"mirror"`
+	Topic    string       `json:"topic"`
+	Diverged []Divergence `json:"diverged"`
+	NowMs    int64        `json:"nowMs"`
+}
+
+// Type implements Command.
+func (SetDiverged) Type() CommandType { return CmdSetDiverged }

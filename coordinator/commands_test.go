@@ -16,7 +16,8 @@ func allCommands() []Command {
 		DeleteMirror{Name: "m"},
 		AlterMirrorConfig{Name: "m", Set: map[string]string{"k": "v"}, Delete: []string{"d"}, NowMs: 18},
 		SetSourceClusterID{Name: "m", ClusterID: "abc"},
-		StartTopics{Mirror: "m", Topics: []StartTopic{{Name: "t", Partitions: 3, SourceTopicID: [16]byte{1, 2, 255}, Unprotected: true}},
+		StartTopics{Mirror: "m", Topics: []StartTopic{{Name: "t", Partitions: 3, SourceTopicID: [16]byte{1, 2, 255}, Unprotected: true,
+			Diverged: []Divergence{{Partition: 1, Offset: 1180, Extra: 20, Exact: true}}}},
 			AddInclude: []string{"t.*"}, AddExclude: []string{"u"}, NowMs: 19},
 		SetTopicStatus{Mirror: "m", Topics: []string{"t"}, Status: TopicStopped, NowMs: 20, AddExclude: []string{"^t$"}, RemoveInclude: []string{"t.*"}},
 		RecordACLs{Topic: "t", ACLs: []ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:*", Host: "*", Operation: 4, Permission: 2}}},
@@ -32,6 +33,7 @@ func allCommands() []Command {
 		SetSyncFault{Mirror: "m", Topic: "t", Fault: "recreated"},
 		RecordSyncedACLs{Mirror: "m", ACLs: []ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}}},
 		ReadBarrier{},
+		SetDiverged{Mirror: "m", Topic: "t", Diverged: []Divergence{{Partition: 2, Offset: 7, Extra: 3}}, NowMs: 23},
 	}
 }
 
@@ -40,8 +42,8 @@ func TestCommandRoundTrip(t *testing.T) {
 	for _, c := range allCommands() {
 		t.Run(c.Type().String(), func(t *testing.T) {
 			b := mustEncode(t, c)
-			if b[0] != byte(c.Type()) || b[1] != 1 {
-				t.Fatalf("header = %d %d, want type %d version 1", b[0], b[1], c.Type())
+			if b[0] != byte(c.Type()) || b[1] != codecs[c.Type()].current {
+				t.Fatalf("header = %d %d, want type %d version %d", b[0], b[1], c.Type(), codecs[c.Type()].current)
 			}
 			got, err := DecodeCommand(b)
 			if err != nil {
@@ -57,6 +59,27 @@ func TestCommandRoundTrip(t *testing.T) {
 		if !seen[ct] {
 			t.Errorf("command type %s has no round-trip case", ct)
 		}
+	}
+}
+
+// TestStartTopicsV1 decodes a StartTopics body as version 1 wrote it
+// (before StartTopic.Diverged): raft logs on disk hold such commands.
+func TestStartTopicsV1(t *testing.T) {
+	v1 := append([]byte{byte(CmdStartTopics), 1}, `{"mirror":"m","topics":[{"name":"t","partitions":3,`+
+		`"sourceTopicId":[1,2,255,0,0,0,0,0,0,0,0,0,0,0,0,0],"unprotected":true}],"addInclude":["t.*"],"addExclude":null,"nowMs":19}`...)
+	got, err := DecodeCommand(v1)
+	if err != nil {
+		t.Fatalf("DecodeCommand(v1): %v", err)
+	}
+	want := StartTopics{Mirror: "m", Topics: []StartTopic{{Name: "t", Partitions: 3, SourceTopicID: [16]byte{1, 2, 255}, Unprotected: true}},
+		AddInclude: []string{"t.*"}, NowMs: 19}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("v1 decodes to\n %#v\nwant %#v", got, want)
+	}
+	// Without divergences v2 writes what v1 wrote, bar the version byte.
+	b := mustEncode(t, want)
+	if b[1] != 2 || string(b[2:]) != string(v1[2:]) {
+		t.Fatalf("v2 body %s, want the v1 body %s", b[2:], v1[2:])
 	}
 }
 

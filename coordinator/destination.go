@@ -394,3 +394,15 @@ func (d *Destination) EndOffsets(ctx context.Context, topic string) (map[int32]i
 	})
 	return out, first
 }
+
+// DeleteTopic deletes a destination topic (re-seeding, DESIGN D9).
+func (d *Destination) DeleteTopic(ctx context.Context, topic string) error {
+	resp, err := kadm.NewClient(d.cl).DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("coordinator: delete destination topic %s: %w", topic, err)
+	}
+	return nil
+}

@@ -18,8 +18,11 @@ import (
 // destination topic with the source's partition count is accepted when, on
 // every partition, the destination's log is a prefix of the source's. The
 // fetcher then resumes from the destination's log end offset by itself.
-// Otherwise the start is refused with the partition, offset and record
-// counts of the divergence: stock Kafka cannot truncate a log in place.
+// Otherwise stock Kafka cannot truncate the log in place: the topic is
+// started with its diverged partitions recorded (MirrorTopic.Diverged), no
+// partition of it is driven, describe shows them FAILED with the partition,
+// offset and record counts of the divergence, and --start --reseed re-seeds
+// it (reseed.go).
 
 // maxDivergenceSteps bounds the batches walked back from the end of a
 // diverged destination log to find where it parts from the source's.
@@ -167,64 +170,53 @@ func (l *partitionLog) batchAt(ctx context.Context, partition int32, offset int6
 	return nil, errNoBatch
 }
 
-// divergence describes where a destination partition parts from the
-// source's: the destination holds Extra records from Offset on that the
-// source does not have.
-type divergence struct {
-	Partition int32
-	Offset    int64
-	Extra     int64
-	Exact     bool // false: the walk back stopped early, Offset is an upper bound
-}
-
-func (d divergence) String() string {
-	at := "at"
-	if !d.Exact {
-		at = "at or before"
+// divergenceMessage is the per-topic start error of a topic that diverged
+// (DESIGN D9): the first diverged partition with the offset and counts,
+// what happened to the topic and what the operator can do.
+func divergenceMessage(topic string, found []Divergence, started bool) string {
+	msg := fmt.Sprintf("destination topic %s holds records the source does not have: %s", topic, found[0])
+	if len(found) > 1 {
+		msg += fmt.Sprintf(" (and %d more partitions)", len(found)-1)
 	}
-	return fmt.Sprintf("partition %d diverged %s offset %d: this cluster has %d records from there on that the source does not have",
-		d.Partition, at, d.Offset, d.Extra)
+	msg += "; stock Kafka cannot truncate a log"
+	if started {
+		msg += ", so the topic's partitions are FAILED and none of its records was changed"
+	}
+	return msg + fmt.Sprintf(": --start --reseed copies those records to %s.diverged-<timestamp> and re-mirrors the topic from the source; "+
+		"--stop leaves this cluster's log as it is", topic)
 }
 
-// checkPrefix compares every partition of an existing, non-empty
-// destination topic with the source topic. It returns nil when every
-// destination log is a prefix of the source's, or a per-topic error naming
-// the first diverged partition.
-func (s *Service) checkPrefix(ctx context.Context, src *kgo.Client, topic string, partitions int32) error {
+// findDivergences compares every partition of an existing, non-empty
+// destination topic with the source topic. It returns the diverged
+// partitions (none when every destination log is a prefix of the
+// source's) and the destination log it read.
+func (s *Service) findDivergences(ctx context.Context, src *kgo.Client, topic string, partitions int32) ([]Divergence, *partitionLog, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	dl, err := openLog(ctx, s.cfg.Destination.cl, topic)
 	if err != nil {
-		return fmt.Errorf("destination topic %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("destination topic %s: %w", topic, err)
 	}
 	sl, err := openLog(ctx, src, topic)
 	if err != nil {
-		return fmt.Errorf("source topic %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("source topic %s: %w", topic, err)
 	}
-	var found []divergence
+	var found []Divergence
 	for p := range partitions {
 		d, err := comparePartition(ctx, dl, sl, p)
 		if err != nil {
-			return fmt.Errorf("comparing %s-%d with the source: %w", topic, p, err)
+			return nil, nil, fmt.Errorf("comparing %s-%d with the source: %w", topic, p, err)
 		}
 		if d != nil {
 			found = append(found, *d)
 		}
 	}
-	if len(found) == 0 {
-		return nil
-	}
-	msg := fmt.Sprintf("destination topic %s holds records the source does not have: %s", topic, found[0])
-	if len(found) > 1 {
-		msg += fmt.Sprintf(" (and %d more partitions)", len(found)-1)
-	}
-	msg += "; stock Kafka cannot truncate a log: copy those records elsewhere if they matter, delete the topic on this cluster and start it again to re-mirror it"
-	return topicErr(kerr.InvalidRequest, "%s", msg)
+	return found, dl, nil
 }
 
 // comparePartition returns nil when the destination's log of partition p is
 // a prefix of the source's, or where it diverges.
-func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*divergence, error) {
+func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*Divergence, error) {
 	end := dl.ends[p]
 	if end <= dl.starts[p] {
 		return nil, nil // nothing on this cluster to disagree with
@@ -238,15 +230,15 @@ func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*dive
 		if off < dl.starts[p] || off < sl.starts[p] {
 			// Nothing older to compare: diverged from the first offset both hold.
 			at := max(dl.starts[p], sl.starts[p])
-			return &divergence{Partition: p, Offset: at, Extra: end - at, Exact: off < dl.starts[p]}, nil
+			return &Divergence{Partition: p, Offset: at, Extra: end - at, Exact: off < dl.starts[p]}, nil
 		}
 		if step >= maxDivergenceSteps {
-			return &divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
+			return &Divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
 		}
 		db, err := dl.batchAt(ctx, p, off)
 		if errors.Is(err, errNoBatch) {
 			// A hole (compaction) on this cluster: nothing older to compare.
-			return &divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
+			return &Divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -260,7 +252,7 @@ func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*dive
 				if db.last == end-1 {
 					return nil, nil // the whole log is a prefix of the source's
 				}
-				return &divergence{Partition: p, Offset: db.last + 1, Extra: end - db.last - 1, Exact: true}, nil
+				return &Divergence{Partition: p, Offset: db.last + 1, Extra: end - db.last - 1, Exact: true}, nil
 			}
 		}
 		off = db.base - 1

@@ -137,6 +137,27 @@ func (s *Service) detail(ps fetcher.PartitionStatus) protocol.PartitionDetail {
 	return d
 }
 
+// divergedRow is the describe row of partition p of an active topic with
+// diverged partitions (DESIGN D9): FAILED, with the divergence as the
+// reason, or for the partitions that did not diverge, why they wait too.
+func divergedRow(t *MirrorTopic, p int32) protocol.PartitionDetail {
+	d := protocol.PartitionDetail{}
+	d.Default()
+	d.PartitionIndex = p
+	d.State = fetcher.StateFailed.String()
+	reseed := fmt.Sprintf("kafka-cluster-mirrors --start --reseed --topics %s copies the diverged records to %s.diverged-<timestamp> and re-mirrors the topic",
+		t.Name, t.Name)
+	for _, dv := range t.Diverged {
+		if dv.Partition == p {
+			d.LastError = strPtr(fmt.Sprintf("%s; stock Kafka cannot truncate a log: %s", dv, reseed))
+			return d
+		}
+	}
+	d.LastError = strPtr(fmt.Sprintf("not mirrored: partition %d of topic %s diverged and re-seeding re-creates the whole topic: %s",
+		t.Diverged[0].Partition, t.Name, reseed))
+	return d
+}
+
 // describeMirrors handles DescribeClusterMirrors: it asks every sidecar for
 // the partitions it drives and merges their rows with the controller state,
 // so that every partition of every mirror topic has a row.
@@ -207,6 +228,9 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 				}
 				if t.SyncFault != "" {
 					d.LastError = strPtr(t.SyncFault)
+				}
+				if t.Status == TopicActive && len(t.Diverged) > 0 {
+					d = divergedRow(t, p)
 				}
 				dt.Partitions = append(dt.Partitions, d)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,21 @@ import (
 // of D3 (or accepts an existing one with the same partition count that is
 // empty or holds a prefix of the source's log: failback, D9),
 // makes it read-only (D4), and assigns it to the mirror through raft.
+// A topic whose destination log diverged from the source's is assigned with
+// its diverged partitions recorded: FAILED, not driven, and reported as a
+// per-topic error. With Reseed such topics are re-seeded (reseed.go) and
+// started; Reseed on a topic that did not diverge is refused.
 // Every topic gets its own result; one bad topic does not fail the others.
 func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopicsRequest) protocol.Response {
 	resp := &protocol.StartMirrorTopicsResponse{MirrorName: r.MirrorName}
+	if r.Reseed {
+		// Copying the diverged records can take longer than an admin
+		// request; once a copy began, the re-seed must not be cut short
+		// between the deletion and the start.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReseedTimeout)
+		defer cancel()
+	}
 	fail := func(code int16, format string, args ...any) protocol.Response {
 		resp.ErrorCode, resp.ErrorMessage = code, strPtr(fmt.Sprintf(format, args...))
 		return resp
@@ -80,12 +93,17 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	results := map[string]protocol.MirrorTopicResult{}
 	order := make([]string, 0, len(matched)+len(missing))
 	var start []StartTopic
-	var restart []string
+	var restart, undiverge []string
+	divergedMsg := map[string]string{}
 	owned := map[string][]ACL{}
 	failed := s.failedTopics(ctx, st, m.Name, matched)
 	for _, t := range matched {
 		order = append(order, t.Name)
-		if err := s.prepareTopic(ctx, st, m, src, t, int16(rf), unprotected, owned, failed); err != nil {
+		prep, err := s.prepareTopic(ctx, st, m, src, t, int16(rf), unprotected, owned, failed, r.Reseed)
+		if prep.copied != nil {
+			resp.Reseeded = append(resp.Reseeded, *prep.copied)
+		}
+		if err != nil {
 			if errors.Is(err, errRestart) {
 				restart = append(restart, t.Name)
 				continue
@@ -93,7 +111,14 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 			results[t.Name] = topicError(t.Name, err)
 			continue
 		}
-		start = append(start, StartTopic{Name: t.Name, Partitions: t.Partitions, SourceTopicID: t.ID, Unprotected: unprotected})
+		if prep.resolved {
+			undiverge = append(undiverge, t.Name)
+			continue
+		}
+		if len(prep.diverged) > 0 {
+			divergedMsg[t.Name] = divergenceMessage(t.Name, prep.diverged, true)
+		}
+		start = append(start, StartTopic{Name: t.Name, Partitions: t.Partitions, SourceTopicID: t.ID, Unprotected: unprotected, Diverged: prep.diverged})
 	}
 	for _, name := range missing {
 		order = append(order, name)
@@ -122,8 +147,28 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 					s.log.Error("could not record the read-only ACLs of a mirror topic", zap.String("topic", tr.Name), zap.Error(err))
 				}
 			}
+			if msg := divergedMsg[tr.Name]; msg != "" {
+				// Started, but no partition is driven until the re-seed:
+				// the operator must act, so the topic reports the error.
+				results[tr.Name] = topicResult(tr.Name, kerr.InvalidRequest.Code, msg)
+				s.log.Warn("started a mirror topic whose partitions diverged: FAILED until re-seeded", zap.String("mirror", m.Name),
+					zap.String("topic", tr.Name), zap.String("reason", msg))
+				continue
+			}
 			s.log.Info("started mirror topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name))
 		}
+	}
+	for _, name := range undiverge {
+		res, err := s.apply(ctx, SetDiverged{Mirror: m.Name, Topic: name, NowMs: s.cfg.Now().UnixMilli()})
+		if err == nil {
+			err = res.Err()
+		}
+		if err != nil {
+			results[name] = topicError(name, err)
+			continue
+		}
+		results[name] = topicResult(name, 0, "")
+		s.log.Info("mirror topic no longer diverged: mirroring it", zap.String("mirror", m.Name), zap.String("topic", name))
 	}
 	if len(restart) > 0 {
 		res, err := s.apply(ctx, RestartTopics{Mirror: m.Name, Topics: restart, NowMs: s.cfg.Now().UnixMilli()})
@@ -173,53 +218,112 @@ func (s *Service) failedTopics(ctx context.Context, st *State, mirror string, ma
 	return out
 }
 
+// prepared is what prepareTopic found out about one topic.
+type prepared struct {
+	diverged []Divergence            // start the topic with these partitions diverged (DESIGN D9)
+	resolved bool                    // an active topic with diverged partitions may be mirrored now
+	copied   *protocol.ReseededTopic // the divergent records a re-seed copied
+}
+
 // prepareTopic checks one topic against the controller state and the
-// destination, creates the destination topic when absent and protects it.
-// ACLs it creates are added to owned.
-func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool, owned map[string][]ACL, failed map[string]bool) error {
+// destination, creates the destination topic when absent (or re-seeds it,
+// reseed.go) and protects it. ACLs it creates are added to owned.
+func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool,
+	owned map[string][]ACL, failed map[string]bool, reseed bool,
+) (prepared, error) {
+	var out prepared
+	activeDiverged := false
 	if cur, ok := st.Topics[t.Name]; ok && cur.Status != TopicStopped {
-		if cur.Mirror != m.Name {
-			return topicErr(kerr.InvalidRequest, "topic %s is already in mirror %s (%s): stop it there first", t.Name, cur.Mirror, cur.Status)
+		switch {
+		case cur.Mirror != m.Name:
+			return out, topicErr(kerr.InvalidRequest, "topic %s is already in mirror %s (%s): stop it there first", t.Name, cur.Mirror, cur.Status)
+		case cur.Status == TopicActive && len(cur.Diverged) > 0:
+			activeDiverged = true
+		case reseed:
+			return out, topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s and has no diverged partitions: "+
+				"--reseed only re-seeds a topic whose log on this cluster diverged from the source's", t.Name, cur.Status, m.Name)
+		case cur.Status == TopicActive && failed[t.Name]:
+			return out, errRestart
+		default:
+			return out, topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
 		}
-		if cur.Status == TopicActive && failed[t.Name] {
-			return errRestart
-		}
-		return topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
 	}
-	ex, err := s.cfg.Destination.DescribeTopic(ctx, t.Name)
+	diverged, copied, err := s.prepareDestination(ctx, src, t, rf, reseed)
+	out.copied = copied
 	if err != nil {
-		return err
+		return out, err
 	}
-	switch {
-	case ex == nil:
-		overrides, maxBytes, err := sourceTopicConfigs(ctx, src, t.Name)
-		if err != nil {
-			return fmt.Errorf("configs of source topic %s: %w", t.Name, err)
+	if activeDiverged {
+		if len(diverged) > 0 {
+			if cur := st.Topics[t.Name]; !slices.Equal(cur.Diverged, diverged) {
+				if _, err := s.apply(ctx, SetDiverged{Mirror: m.Name, Topic: t.Name, Diverged: diverged, NowMs: s.cfg.Now().UnixMilli()}); err != nil {
+					s.log.Warn("could not record the divergence of a mirror topic", zap.String("topic", t.Name), zap.Error(err))
+				}
+			}
+			return out, topicErr(kerr.InvalidRequest, "%s", divergenceMessage(t.Name, diverged, true))
 		}
-		if err := s.cfg.Destination.CreateTopic(ctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes)); err != nil {
-			return err
-		}
-	case ex.Partitions != t.Partitions:
-		return topicErr(kerr.InvalidPartitions, "destination topic %s already exists with %d partitions, the source topic has %d: delete it or start another topic",
-			t.Name, ex.Partitions, t.Partitions)
-	case !ex.Empty:
-		// Failback (D9): accepted when every partition's log is a prefix
-		// of the source's; the fetcher resumes from its log end offset.
-		if err := s.checkPrefix(ctx, src, t.Name, t.Partitions); err != nil {
-			return err
-		}
-		s.log.Info("destination topic holds a prefix of the source topic: mirroring resumes from its log end offset",
-			zap.String("mirror", m.Name), zap.String("topic", t.Name))
+		out.resolved = true // its ACLs are in place since its start
+		return out, nil
 	}
+	out.diverged = diverged
 	if unprotected {
-		return nil
+		return out, nil
 	}
 	acls, err := s.cfg.Destination.Protect(ctx, t.Name)
 	if err != nil {
-		return err
+		return out, err
 	}
 	owned[t.Name] = acls
-	return nil
+	return out, nil
+}
+
+// prepareDestination makes the destination topic ready to mirror t into:
+// it creates it when absent, accepts it when it is empty or holds a prefix
+// of the source's log (failback, DESIGN D9), and otherwise returns the
+// diverged partitions, or with reseed re-seeds the topic.
+func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, reseed bool) ([]Divergence, *protocol.ReseededTopic, error) {
+	nothing := func(why string) error {
+		return topicErr(kerr.InvalidRequest, "destination topic %s %s: nothing to re-seed; start it without --reseed", t.Name, why)
+	}
+	ex, err := s.cfg.Destination.DescribeTopic(ctx, t.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case ex == nil:
+		if reseed {
+			return nil, nil, nothing("does not exist")
+		}
+		overrides, maxBytes, err := sourceTopicConfigs(ctx, src, t.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("configs of source topic %s: %w", t.Name, err)
+		}
+		return nil, nil, s.cfg.Destination.CreateTopic(ctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes))
+	case ex.Partitions != t.Partitions:
+		return nil, nil, topicErr(kerr.InvalidPartitions, "destination topic %s already exists with %d partitions, the source topic has %d: delete it or start another topic",
+			t.Name, ex.Partitions, t.Partitions)
+	case ex.Empty:
+		if reseed {
+			return nil, nil, nothing("is empty")
+		}
+		return nil, nil, nil
+	}
+	found, dl, err := s.findDivergences(ctx, src, t.Name, t.Partitions)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(found) == 0 {
+		if reseed {
+			return nil, nil, nothing("holds a prefix of the source topic's log (it has not diverged)")
+		}
+		s.log.Info("destination topic holds a prefix of the source topic: mirroring resumes from its log end offset", zap.String("topic", t.Name))
+		return nil, nil, nil
+	}
+	if !reseed {
+		return found, nil, nil
+	}
+	copied, err := s.reseed(ctx, src, t, rf, found, dl)
+	return nil, copied, err
 }
 
 // undoACLs deletes ACLs created for topics that did not start.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,14 +69,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		}
 	}
 
-	var active []string
-	for name, t := range st.Topics {
-		// Topics of a mirror whose source changed cluster, and topics
-		// recreated on the source, are not driven (DESIGN D10).
-		if t.Status == TopicActive && t.SyncFault == "" && st.Mirrors[t.Mirror] != nil && st.Mirrors[t.Mirror].SyncFault == "" {
-			active = append(active, name)
-		}
-	}
+	active := drivenTopics(st)
 	want := map[fetcher.Partition]bool{}
 	if len(active) > 0 {
 		leaders, err := s.leaders(ctx, active)
@@ -136,6 +130,21 @@ func (s *Service) reconcile(ctx context.Context) error {
 		s.log.Info("driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 	}
 	return nil
+}
+
+// drivenTopics returns the topics whose partitions are mirrored: the active
+// ones, less the topics of a mirror whose source changed cluster, topics
+// recreated on the source (DESIGN D10) and topics with diverged partitions
+// (D9: not one record may be appended before the re-seed re-creates them).
+func drivenTopics(st *State) []string {
+	var out []string
+	for name, t := range st.Topics {
+		if t.Status == TopicActive && t.SyncFault == "" && len(t.Diverged) == 0 && st.Mirrors[t.Mirror] != nil && st.Mirrors[t.Mirror].SyncFault == "" {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // syncSources gives the data plane a source client for every mirror, and a

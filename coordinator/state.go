@@ -129,6 +129,31 @@ type MirrorTopic struct {
 	// SyncFault is set when the metadata sync found the source topic
 	// recreated (another topic ID): its partitions are no longer driven.
 	SyncFault string `json:"syncFault,omitempty"`
+	// Diverged lists the partitions whose destination log holds records
+	// the source does not have (failback, DESIGN D9). While it is set no
+	// partition of the topic is driven (stock Kafka cannot truncate a log;
+	// re-seeding re-creates the whole topic) and describe shows them FAILED.
+	Diverged []Divergence `json:"diverged,omitempty"`
+}
+
+// Divergence is where a destination partition parts from the source's: the
+// destination holds Extra records from Offset on that the source does not
+// have. Exact is false when the check stopped walking back early: the logs
+// part at or before Offset.
+type Divergence struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+	Extra     int64 `json:"extra"`
+	Exact     bool  `json:"exact"`
+}
+
+func (d Divergence) String() string {
+	at := "at"
+	if !d.Exact {
+		at = "at or before"
+	}
+	return fmt.Sprintf("partition %d diverged %s offset %d: this cluster has %d records from there on that the source does not have",
+		d.Partition, at, d.Offset, d.Extra)
 }
 
 // ACL is one Kafka ACL binding, with the int8 codes of the Kafka protocol.
@@ -219,6 +244,7 @@ func (t *MirrorTopic) Clone() *MirrorTopic {
 	}
 	c := *t
 	c.OwnedACLs = slices.Clone(t.OwnedACLs)
+	c.Diverged = slices.Clone(t.Diverged)
 	return &c
 }
 

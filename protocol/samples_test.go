@@ -120,8 +120,13 @@ func sampleMessages() []Message {
 			IncludePatterns: []string{"orders-.*"},
 			ExcludePatterns: []string{"orders-internal", ""},
 			TopicPatterns:   []string{"orders-.*", "payments"},
+			Reseed:          true,
 		},
-		&StartMirrorTopicsResponse{ThrottleTimeMs: 5, ErrorCode: 7, ErrorMessage: strp("top"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+		&StartMirrorTopicsResponse{ThrottleTimeMs: 5, ErrorCode: 7, ErrorMessage: strp("top"), MirrorName: "my-mirror", Topics: sampleTopicResults(),
+			Reseeded: []ReseededTopic{{Name: "orders-us", CopyTopic: "orders-us.diverged-20260314T101500Z", Partitions: []ReseededPartition{
+				{Partition: 2, FirstOffset: 1180, EndOffset: 1200, Records: 19},
+				{Partition: 0, FirstOffset: 7, EndOffset: 8, Records: 1},
+			}}}},
 
 		&StopMirrorTopicsRequest{
 			MirrorName:    "my-mirror",

@@ -13,6 +13,15 @@ import "github.com/twmb/franz-go/pkg/kbin"
 // IncludePatterns (so that new matching topics are started by
 // auto-discovery) and --exclude as ExcludePatterns.
 //
+// Re-seeding (DESIGN D9): the request's tagged Reseed (tag 1) asks the server
+// to re-seed destination topics whose log diverged from the source's (stock
+// Kafka cannot truncate a log): the divergent records are copied to
+// <topic>.diverged-<timestamp>, the copy is verified, and the destination
+// topic is deleted, re-created and mirrored from the source's log start. The
+// response's tagged Reseeded (tag 0) reports every copy made. Old clients
+// send neither tag; old servers skip the request's unknown tag 1 and start
+// nothing that diverged.
+//
 //	{
 //	  "apiKey": 1004,
 //	  "type": "request",
@@ -37,7 +46,10 @@ import "github.com/twmb/franz-go/pkg/kbin"
 //	      "about": "Regex patterns to add to mirror.topics.exclude." },
 //	    { "name": "TopicPatterns", "type": "[]string", "versions": "0+",
 //	      "taggedVersions": "0+", "tag": 0,
-//	      "about": "Topic names or regexes to expand against the source topics and start." }
+//	      "about": "Topic names or regexes to expand against the source topics and start." },
+//	    { "name": "Reseed", "type": "bool", "versions": "0+", "default": "false",
+//	      "taggedVersions": "0+", "tag": 1,
+//	      "about": "Re-seed diverged destination topics: copy the divergent records to <topic>.diverged-<timestamp>, then re-create and re-mirror the topic." }
 //	  ]
 //	}
 //
@@ -60,6 +72,22 @@ import "github.com/twmb/franz-go/pkg/kbin"
 //	      { "name": "ErrorMessage", "type": "string", "versions": "0+", "nullableVersions": "0+",
 //	        "default": "null", "taggedVersions": "0+", "tag": 0,
 //	        "about": "The topic's error message, or null if there was no error." }
+//	    ]},
+//	    { "name": "Reseeded", "type": "[]ReseededTopic", "versions": "0+",
+//	      "taggedVersions": "0+", "tag": 0,
+//	      "about": "The divergent records copied before re-seeding, per topic.", "fields": [
+//	      { "name": "Name", "type": "string", "versions": "0+", "entityType": "topicName" },
+//	      { "name": "CopyTopic", "type": "string", "versions": "0+", "entityType": "topicName",
+//	        "about": "The topic the divergent records were copied to." },
+//	      { "name": "Partitions", "type": "[]ReseededPartition", "versions": "0+", "fields": [
+//	        { "name": "Partition", "type": "int32", "versions": "0+" },
+//	        { "name": "FirstOffset", "type": "int64", "versions": "0+",
+//	          "about": "The first offset copied: where the logs part." },
+//	        { "name": "EndOffset", "type": "int64", "versions": "0+",
+//	          "about": "The destination's log end offset: offsets up to it were copied." },
+//	        { "name": "Records", "type": "int64", "versions": "0+",
+//	          "about": "The records copied (and verified in the copy)." }
+//	      ]}
 //	    ]}
 //	  ]
 //	}
@@ -72,6 +100,7 @@ type StartMirrorTopicsRequest struct {
 	IncludePatterns []string               `json:"includePatterns"`
 	ExcludePatterns []string               `json:"excludePatterns"`
 	TopicPatterns   []string               `json:"topicPatterns"` // tag 0
+	Reseed          bool                   `json:"reseed"`        // tag 1
 }
 
 // StartMirrorTopicData is one topic to start, resolved by the caller.
@@ -109,7 +138,14 @@ func (v *StartMirrorTopicsRequest) AppendTo(dst []byte) []byte {
 	dst = appendArray(dst, v.Topics)
 	dst = appendStrings(dst, v.IncludePatterns)
 	dst = appendStrings(dst, v.ExcludePatterns)
-	return appendTopicPatternsTag(dst, v.TopicPatterns)
+	var tw tagWriter
+	if len(v.TopicPatterns) > 0 {
+		tw.add(0, appendStrings(nil, v.TopicPatterns))
+	}
+	if v.Reseed {
+		tw.add(1, kbin.AppendBool(nil, true))
+	}
+	return tw.appendTo(dst)
 }
 
 // ReadFrom decodes a request body.
@@ -120,7 +156,17 @@ func (v *StartMirrorTopicsRequest) ReadFrom(src []byte) error {
 	v.Topics = readArray[StartMirrorTopicData](d)
 	v.IncludePatterns = d.strings()
 	v.ExcludePatterns = d.strings()
-	v.TopicPatterns = d.topicPatternsTag()
+	d.tags(func(tag uint32, f *decoder) bool {
+		switch tag {
+		case 0:
+			v.TopicPatterns = f.strings()
+		case 1:
+			v.Reseed = f.bool()
+		default:
+			return false
+		}
+		return true
+	})
 	return d.finish()
 }
 
@@ -132,6 +178,55 @@ type StartMirrorTopicsResponse struct {
 	ErrorMessage   *string             `json:"errorMessage"`
 	MirrorName     string              `json:"mirrorName"`
 	Topics         []MirrorTopicResult `json:"topics"`
+	Reseeded       []ReseededTopic     `json:"reseeded"` // tag 0
+}
+
+// ReseededTopic reports the divergent records of one topic copied before it
+// was re-seeded.
+type ReseededTopic struct {
+	Name       string              `json:"name"`
+	CopyTopic  string              `json:"copyTopic"`
+	Partitions []ReseededPartition `json:"partitions"`
+}
+
+// ReseededPartition reports the records of one diverged partition copied:
+// offsets FirstOffset up to EndOffset (exclusive), Records of them (fewer
+// than the offsets where compaction or transaction markers left holes).
+type ReseededPartition struct {
+	Partition   int32 `json:"partition"`
+	FirstOffset int64 `json:"firstOffset"`
+	EndOffset   int64 `json:"endOffset"`
+	Records     int64 `json:"records"`
+}
+
+func (t *ReseededTopic) appendTo(dst []byte) []byte {
+	dst = kbin.AppendCompactString(dst, t.Name)
+	dst = kbin.AppendCompactString(dst, t.CopyTopic)
+	dst = appendArray(dst, t.Partitions)
+	return appendNoTags(dst)
+}
+
+func (t *ReseededTopic) readFrom(d *decoder) {
+	t.Name = d.string()
+	t.CopyTopic = d.string()
+	t.Partitions = readArray[ReseededPartition](d)
+	d.tags(nil)
+}
+
+func (p *ReseededPartition) appendTo(dst []byte) []byte {
+	dst = kbin.AppendInt32(dst, p.Partition)
+	dst = kbin.AppendInt64(dst, p.FirstOffset)
+	dst = kbin.AppendInt64(dst, p.EndOffset)
+	dst = kbin.AppendInt64(dst, p.Records)
+	return appendNoTags(dst)
+}
+
+func (p *ReseededPartition) readFrom(d *decoder) {
+	p.Partition = d.int32()
+	p.FirstOffset = d.int64()
+	p.EndOffset = d.int64()
+	p.Records = d.int64()
+	d.tags(nil)
 }
 
 // Key returns KeyStartMirrorTopics.
@@ -139,14 +234,30 @@ func (*StartMirrorTopicsResponse) Key() int16 { return KeyStartMirrorTopics }
 
 // AppendTo appends the response body.
 func (v *StartMirrorTopicsResponse) AppendTo(dst []byte) []byte {
-	return appendTopicsResponse(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage, v.MirrorName, v.Topics)
+	dst = appendStatus(dst, v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage)
+	dst = kbin.AppendCompactString(dst, v.MirrorName)
+	dst = appendArray(dst, v.Topics)
+	var tw tagWriter
+	if len(v.Reseeded) > 0 {
+		tw.add(0, appendArray(nil, v.Reseeded))
+	}
+	return tw.appendTo(dst)
 }
 
 // ReadFrom decodes a response body.
 func (v *StartMirrorTopicsResponse) ReadFrom(src []byte) error {
 	*v = StartMirrorTopicsResponse{versioned: v.versioned}
 	d := newDecoder(src)
-	v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage, v.MirrorName, v.Topics = d.topicsResponse()
+	v.ThrottleTimeMs, v.ErrorCode, v.ErrorMessage = d.status()
+	v.MirrorName = d.string()
+	v.Topics = readArray[MirrorTopicResult](d)
+	d.tags(func(tag uint32, f *decoder) bool {
+		if tag != 0 {
+			return false
+		}
+		v.Reseeded = readArray[ReseededTopic](f)
+		return true
+	})
 	return d.finish()
 }
 

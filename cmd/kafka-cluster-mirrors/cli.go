@@ -33,7 +33,11 @@ var topicActions = map[string]bool{"start": true, "stop": true, "pause": true, "
 const (
 	defaultClientID       = "kafka-cluster-mirrors"
 	defaultRequestTimeout = 30 * time.Second
-	dialTimeout           = 10 * time.Second
+	// reseedRequestTimeout is the least time --start --reseed waits: the
+	// sidecar copies the diverged records before it answers (up to 15
+	// minutes, coordinator.ReseedTimeout).
+	reseedRequestTimeout = 16 * time.Minute
+	dialTimeout          = 10 * time.Second
 )
 
 // usage is printed by --help; it follows KIP-1279's help text.
@@ -97,6 +101,13 @@ Option                                  Description
                                           add.
 --remove-sidecar                        Remove a sidecar from the raft group
                                           (with --broker-id).
+--reseed                                With --start: re-seed topics whose log
+                                          on this cluster diverged from the
+                                          source's (failback). Their
+                                          divergent records are copied to
+                                          <topic>.diverged-<timestamp>, then
+                                          the topic is deleted, re-created
+                                          and mirrored from the source.
 --resume                                Resume mirroring for previously paused
                                           topics matching the given patterns.
 --start                                 Start mirroring topics matching the
@@ -120,6 +131,7 @@ type Config struct {
 	Topics            []string // --topics, split on commas
 	Exclude           []string // --exclude, split on commas
 	JSON              bool     // --json
+	Reseed            bool     // --reseed
 
 	AddConfigFlag  string   // --add-config, parsed by Load
 	AddConfigFile  string   // --add-config-file
@@ -148,6 +160,7 @@ func configFromFlags(c *cli.Context) Config {
 		Topics:            splitList(c.String("topics")),
 		Exclude:           splitList(c.String("exclude")),
 		JSON:              c.Bool("json"),
+		Reseed:            c.Bool("reseed"),
 		ClientID:          defaultClientID,
 		RequestTimeout:    defaultRequestTimeout,
 
@@ -238,6 +251,8 @@ func (cfg *Config) Validate() error {
 		return fmt.Errorf("--topics is only valid with %s", flagList([]string{"start", "stop", "pause", "resume"}, "or"))
 	case a != "start" && len(cfg.Exclude) > 0:
 		return errors.New("--exclude is only valid with --start")
+	case a != "start" && cfg.Reseed:
+		return errors.New("--reseed is only valid with --start: kafka-cluster-mirrors --start --reseed --topics <diverged topics> --mirror <mirror>")
 	case cfg.JSON && a != "describe" && a != "list":
 		return errors.New("--json is only valid with --describe or --list")
 	}
@@ -333,6 +348,7 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.BoolFlag{Name: "pause"},
 			&cli.StringFlag{Name: "raft-address"},
 			&cli.BoolFlag{Name: "remove-sidecar"},
+			&cli.BoolFlag{Name: "reseed"},
 			&cli.BoolFlag{Name: "resume"},
 			&cli.BoolFlag{Name: "start"},
 			&cli.BoolFlag{Name: "stop"},

@@ -220,6 +220,43 @@ func TestTopicActions(t *testing.T) {
 			wantCode: 1,
 		},
 		{
+			name: "start with --reseed",
+			args: []string{"--start", "--reseed", "--topics", "orders,payments", "--mirror", "m"},
+			resp: []protocol.Response{&protocol.StartMirrorTopicsResponse{MirrorName: "m",
+				Topics: []protocol.MirrorTopicResult{
+					ok("orders"),
+					{Name: "payments", ErrorCode: 42, ErrorMessage: strp("destination topic payments is empty: nothing to re-seed; start it without --reseed")},
+				},
+				Reseeded: []protocol.ReseededTopic{{Name: "orders", CopyTopic: "orders.diverged-20260314T101500Z", Partitions: []protocol.ReseededPartition{
+					{Partition: 0, FirstOffset: 1180, EndOffset: 1200, Records: 20},
+					{Partition: 2, FirstOffset: 1199, EndOffset: 1204, Records: 4},
+				}}},
+			}},
+			wantOut: "Copied the diverged records of topic orders to topic orders.diverged-20260314T101500Z (offsets there start at 0):\n" +
+				"  partition 0: offsets 1180 to 1199, 20 record(s)\n" +
+				"  partition 2: offsets 1199 to 1203, 4 record(s)\n" +
+				"Started 1 mirror topic(s) in mirror m: [orders]\n",
+			wantErr:  "Error for topic payments: INVALID_REQUEST: destination topic payments is empty: nothing to re-seed; start it without --reseed\n",
+			wantCode: 1,
+			wantReq: &protocol.StartMirrorTopicsRequest{
+				MirrorName: "m", TopicPatterns: []string{"orders", "payments"}, IncludePatterns: []string{"orders", "payments"}, Reseed: true,
+			},
+		},
+		{
+			name: "start with --reseed whose deletion failed after the copy",
+			args: []string{"--start", "--reseed", "--topics", "orders", "--mirror", "m"},
+			resp: []protocol.Response{&protocol.StartMirrorTopicsResponse{MirrorName: "m",
+				Topics: []protocol.MirrorTopicResult{{Name: "orders", ErrorCode: -1, ErrorMessage: strp("re-seeding topic orders: delete failed")}},
+				Reseeded: []protocol.ReseededTopic{{Name: "orders", CopyTopic: "orders.diverged-20260314T101500Z", Partitions: []protocol.ReseededPartition{
+					{Partition: 1, FirstOffset: 5, EndOffset: 6, Records: 1},
+				}}},
+			}},
+			wantOut: "Copied the diverged records of topic orders to topic orders.diverged-20260314T101500Z (offsets there start at 0):\n" +
+				"  partition 1: offsets 5 to 5, 1 record(s)\n",
+			wantErr:  "Error for topic orders: UNKNOWN_SERVER_ERROR: re-seeding topic orders: delete failed\n",
+			wantCode: 1,
+		},
+		{
 			name:    "stop",
 			args:    []string{"--stop", "--topics", "orders-us", "--mirror", "my-mirror"},
 			resp:    []protocol.Response{&protocol.StopMirrorTopicsResponse{MirrorName: "my-mirror", Topics: []protocol.MirrorTopicResult{ok("orders-us")}}},
@@ -511,6 +548,12 @@ func TestFlagErrors(t *testing.T) {
 			name:     "--exclude without --start",
 			args:     []string{"--stop", "--topics", "a", "--exclude", "b", "--mirror", "m"},
 			wantErr:  "Error: --exclude is only valid with --start\n",
+			wantCode: 1,
+		},
+		{
+			name:     "--reseed without --start",
+			args:     []string{"--stop", "--reseed", "--topics", "a", "--mirror", "m"},
+			wantErr:  "Error: --reseed is only valid with --start: kafka-cluster-mirrors --start --reseed --topics <diverged topics> --mirror <mirror>\n",
 			wantCode: 1,
 		},
 		{

@@ -29,7 +29,11 @@ const redacted = "[hidden]"
 // execute runs cfg's action with cl, prints its outcome and returns the exit
 // code.
 func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, stderr io.Writer) int {
-	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	timeout := cfg.RequestTimeout
+	if cfg.Reseed {
+		timeout = max(timeout, reseedRequestTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error
 	switch cfg.Action {
@@ -42,7 +46,7 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 	case "describe":
 		err = describeMirrors(ctx, cl, cfg.Mirror, cfg.JSON, stdout, stderr)
 	case "start", "stop", "pause", "resume":
-		err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, stdout, stderr)
+		err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, cfg.Reseed, stdout, stderr)
 	case "alter":
 		err = alterMirror(ctx, cl, cfg.Mirror, cfg.AddConfig, cfg.DeleteConfig, stdout)
 	case "add-sidecar":
@@ -254,7 +258,7 @@ func oneLine(s string) string {
 // topicAction describes how one of start, stop, pause and resume builds its
 // request and reports its result.
 type topicAction struct {
-	request func(mirror string, topics, exclude []string) protocol.Request
+	request func(mirror string, topics, exclude []string, reseed bool) protocol.Request
 	done    string // printf format: count, mirror, names
 }
 
@@ -262,9 +266,9 @@ var topicActionsByName = map[string]topicAction{
 	"start": {
 		// --topics are started now and kept as include patterns, so that new
 		// matching source topics are started by auto-discovery.
-		request: func(mirror string, topics, exclude []string) protocol.Request {
+		request: func(mirror string, topics, exclude []string, reseed bool) protocol.Request {
 			return &protocol.StartMirrorTopicsRequest{
-				MirrorName: mirror, TopicPatterns: topics, IncludePatterns: topics, ExcludePatterns: exclude,
+				MirrorName: mirror, TopicPatterns: topics, IncludePatterns: topics, ExcludePatterns: exclude, Reseed: reseed,
 			}
 		},
 		done: "Started %d mirror topic(s) in mirror %s: [%s]\n",
@@ -272,19 +276,19 @@ var topicActionsByName = map[string]topicAction{
 	"stop": {
 		// --topics are stopped now, and moved from the include patterns to
 		// the exclude patterns so that auto-discovery does not restart them.
-		request: func(mirror string, topics, _ []string) protocol.Request {
+		request: func(mirror string, topics, _ []string, _ bool) protocol.Request {
 			return &protocol.StopMirrorTopicsRequest{MirrorName: mirror, TopicPatterns: topics, Patterns: topics}
 		},
 		done: "Stopped mirroring for %d topic(s) in mirror %s: [%s]\n",
 	},
 	"pause": {
-		request: func(mirror string, topics, _ []string) protocol.Request {
+		request: func(mirror string, topics, _ []string, _ bool) protocol.Request {
 			return &protocol.PauseMirrorTopicsRequest{MirrorName: mirror, TopicPatterns: topics}
 		},
 		done: "Paused mirroring for %d topic(s) in mirror %s: [%s]\n",
 	},
 	"resume": {
-		request: func(mirror string, topics, _ []string) protocol.Request {
+		request: func(mirror string, topics, _ []string, _ bool) protocol.Request {
 			return &protocol.ResumeMirrorTopicsRequest{MirrorName: mirror, TopicPatterns: topics}
 		},
 		done: "Resumed mirroring for %d topic(s) in mirror %s: [%s]\n",
@@ -307,18 +311,32 @@ func topicsOutcome(resp protocol.Response) ([]protocol.MirrorTopicResult, error)
 	return nil, fmt.Errorf("unexpected %T response", resp)
 }
 
+// printReseeded reports the divergent records that --start --reseed copied
+// before it deleted and re-created their topics.
+func printReseeded(out io.Writer, topics []protocol.ReseededTopic) {
+	for _, t := range topics {
+		fmt.Fprintf(out, "Copied the diverged records of topic %s to topic %s (offsets there start at 0):\n", t.Name, t.CopyTopic)
+		for _, p := range t.Partitions {
+			fmt.Fprintf(out, "  partition %d: offsets %d to %d, %d record(s)\n", p.Partition, p.FirstOffset, p.EndOffset-1, p.Records)
+		}
+	}
+}
+
 // changeTopics starts, stops, pauses or resumes the topics matching topics
 // (names or regexes, expanded by the server). It prints the topics that
 // succeeded in the server's order, then one line per failed topic to errOut.
-func changeTopics(ctx context.Context, cl client, action, mirror string, topics, exclude []string, out, errOut io.Writer) error {
+func changeTopics(ctx context.Context, cl client, action, mirror string, topics, exclude []string, reseed bool, out, errOut io.Writer) error {
 	ta, ok := topicActionsByName[action]
 	if !ok {
 		return fmt.Errorf("unknown action %q", action)
 	}
-	req := ta.request(mirror, topics, exclude)
+	req := ta.request(mirror, topics, exclude, reseed)
 	resp, err := cl.Do(ctx, req)
 	if err != nil {
 		return fmt.Errorf("%s request failed: %w", protocol.KeyName(req.Key()), err)
+	}
+	if r, ok := resp.(*protocol.StartMirrorTopicsResponse); ok {
+		printReseeded(out, r.Reseeded)
 	}
 	results, topErr := topicsOutcome(resp)
 	if topErr != nil {

@@ -2,11 +2,15 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -257,33 +261,151 @@ func TestFailbackWithoutDivergence(t *testing.T) {
 }
 
 // TestFailbackWithDivergence writes on A after the failover as well: A's
-// log is no longer a prefix of B's and the start is refused with the
-// partition and offset where the logs part.
+// log is no longer a prefix of B's. The start reports the partition and
+// offset where the logs part, the diverged partitions show FAILED with that
+// reason and A's log is left alone. --start --reseed then copies A's
+// divergent records to <topic>.diverged-<timestamp> (checked with kcat),
+// re-creates the topic and mirrors it again at B's offsets (compared with
+// kcat); a second --reseed is refused.
 func TestFailbackWithDivergence(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic = "fbd", "fbd"
 	common := failover(t, mirror, topic, 51)
 	produceVariety(t, env.Source, topic, 200, 53)
 	a := endOffsets(t, env.Source, topic)
-	first := int32(-1)
+	var diverged []int32
 	for p := range int32(2) {
 		if a[p] > common[p] {
-			first = p
-			break
+			diverged = append(diverged, p)
 		}
 	}
-	if first < 0 {
+	if len(diverged) == 0 {
 		t.Fatalf("no partition got the extra records: A %v, common %v", a, common)
 	}
+	first := diverged[0]
 	g := sidecarsBesideSource(t, mirror)
 
 	r := cliAt(t, g.AdminBootstrap(), "--start", "--topics", topic, "--mirror", mirror)
 	want := fmt.Sprintf("partition %d diverged at offset %d: this cluster has %d records", first, common[first], a[first]-common[first])
-	if r.code != 1 || !strings.Contains(r.stderr, "Error for topic fbd: ") || !strings.Contains(r.stderr, want) {
-		t.Fatalf("failback start onto a diverged topic: exit %d, stdout %q, stderr %q; want exit 1 and %q", r.code, r.stdout, r.stderr, want)
+	if r.code != 1 || !strings.Contains(r.stderr, "Error for topic fbd: ") || !strings.Contains(r.stderr, want) ||
+		!strings.Contains(r.stderr, "--start --reseed") {
+		t.Fatalf("failback start onto a diverged topic: exit %d, stdout %q, stderr %q; want exit 1, %q and the --reseed hint", r.code, r.stdout, r.stderr, want)
 	}
-	t.Logf("refused: %s", strings.TrimSpace(r.stderr))
+	t.Logf("start: %s", strings.TrimSpace(r.stderr))
+
+	// Describe shows every diverged partition FAILED with its divergence.
+	desc := cliAt(t, g.AdminBootstrap(), "--describe", "--mirror", mirror)
+	if desc.code != 0 {
+		t.Fatalf("describe: exit %d: %s", desc.code, desc.stderr)
+	}
+	for _, p := range diverged {
+		reason := fmt.Sprintf("error: partition %d diverged at offset %d: this cluster has %d records", p, common[p], a[p]-common[p])
+		if !describeRowHas(desc.stdout, topic, p, "FAILED") || !strings.Contains(desc.stdout, reason) {
+			t.Fatalf("describe does not show partition %d FAILED with %q:\n%s", p, reason, desc.stdout)
+		}
+	}
+	t.Logf("describe:\n%s", desc.stdout)
+	// Nothing mirrors onto the diverged topic: B has more records than A,
+	// so a fetcher driving it would move A's end offsets.
+	time.Sleep(5 * time.Second)
 	if got := endOffsets(t, env.Source, topic); !maps.Equal(got, a) {
-		t.Fatalf("A's end offsets moved from %v to %v after a refused start", a, got)
+		t.Fatalf("A's end offsets moved from %v to %v while the topic is diverged", a, got)
 	}
+
+	// What A holds beyond the divergence, as kcat reads it.
+	before := map[int32][]string{}
+	for _, p := range diverged {
+		before[p] = kcatRecords(t, env.Source, topic, p, common[p], a[p]-common[p])
+	}
+
+	r = cliAt(t, g.AdminBootstrap(), "--start", "--reseed", "--topics", topic, "--mirror", mirror)
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "Started 1 mirror topic(s) in mirror fbd: [fbd]\n") {
+		t.Fatalf("--start --reseed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("reseed:\n%s", r.stdout)
+	m := regexp.MustCompile(`Copied the diverged records of topic fbd to topic (fbd\.diverged-\d{8}T\d{6}Z) `).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("--start --reseed did not name the copy: %q", r.stdout)
+	}
+	copyTopic := m[1]
+	for _, p := range diverged {
+		line := fmt.Sprintf("  partition %d: offsets %d to %d, %d record(s)\n", p, common[p], a[p]-1, a[p]-common[p])
+		if !strings.Contains(r.stdout, line) {
+			t.Fatalf("--start --reseed output lacks %q: %q", line, r.stdout)
+		}
+		// The copy holds exactly those records (offsets from 0).
+		got := kcatRecords(t, env.Source, copyTopic, p, 0, -1)
+		if !slices.Equal(got, before[p]) {
+			t.Fatalf("%s-%d holds %d records that differ from the %d diverged records of %s-%d", copyTopic, p, len(got), len(before[p]), topic, p)
+		}
+	}
+	if got := endOffsets(t, env.Source, copyTopic); len(got) != 2 {
+		t.Fatalf("%s has partitions %v, want 2", copyTopic, got)
+	}
+
+	// The topic mirrors again, at B's offsets.
+	var aEnd, bEnd map[int32]int64
+	waitFor(t, 3*time.Minute, "A to mirror B again after the re-seed", func() bool {
+		aEnd, bEnd = endOffsets(t, env.Source, topic), endOffsets(t, env.Destination, topic)
+		return maps.Equal(aEnd, bEnd)
+	})
+	total := int64(0)
+	for _, o := range bEnd {
+		total += o
+	}
+	if n := compareAll(t, topic, 2); int64(n) != total {
+		t.Fatalf("compared %d records, want %d (A %v, B %v)", n, total, aEnd, bEnd)
+	}
+	desc = cliAt(t, g.AdminBootstrap(), "--describe", "--mirror", mirror)
+	for p := range int32(2) {
+		if !describeRowHas(desc.stdout, topic, p, "MIRRORING") {
+			t.Fatalf("partition %d is not MIRRORING after the re-seed:\n%s", p, desc.stdout)
+		}
+	}
+
+	// Nothing diverges any more: another re-seed is refused.
+	r = cliAt(t, g.AdminBootstrap(), "--start", "--reseed", "--topics", topic, "--mirror", mirror)
+	if r.code != 1 || !strings.Contains(r.stderr, "has no diverged partitions") {
+		t.Fatalf("second --start --reseed: exit %d, stdout %q, stderr %q; want it refused", r.code, r.stdout, r.stderr)
+	}
+}
+
+// describeRowHas reports whether describe's table has a row for partition p
+// of topic with the given state.
+func describeRowHas(out, topic string, p int32, state string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 7 && f[1] == topic && f[2] == strconv.Itoa(int(p)) && f[6] == state {
+			return true
+		}
+	}
+	return false
+}
+
+// kcatRecords reads n records (all with n < 0) of partition p of topic on
+// c from offset from with kcat, an independent client, and returns them as
+// lines of timestamp, key and value lengths, key, value and headers: no
+// offset, so that copies at other offsets compare equal.
+func kcatRecords(t *testing.T, c *testbed.Cluster, topic string, p int32, from, n int64) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
+		"-o", strconv.FormatInt(from, 10), "-e", "-q", "-f", `%T %K %S %k %s %h\n`)
+	if n >= 0 {
+		args = append(args, "-c", strconv.FormatInt(n, 10))
+	}
+	out, err := exec.CommandContext(ctx, "kcat", args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kcat %v: %v: %s", args, err, ee.Stderr)
+		}
+		t.Fatalf("kcat %v: %v", args, err)
+	}
+	lines := strings.SplitAfter(string(out), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
 }
