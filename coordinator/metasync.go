@@ -193,7 +193,10 @@ func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metri
 		return
 	}
 	for _, t := range st.TopicsOf(m.Name) {
-		if t.Status == TopicActive {
+		// A diverged topic (failback, DESIGN D9) is left as it is until
+		// the operator re-seeds or stops it: its group offsets and configs
+		// are this cluster's own until then.
+		if t.Status == TopicActive && len(t.Diverged) == 0 {
 			r.topics[t.Name] = t
 		}
 	}

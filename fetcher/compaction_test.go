@@ -35,6 +35,18 @@ func (e *testEnv) produceOverwrites(rng *rand.Rand, topic string, from, n int) {
 	}
 }
 
+// compactSource makes topic on the source compacted, tombstones included.
+func (e *testEnv) compactSource(topic string) {
+	e.t.Helper()
+	v, zero := "compact", "0"
+	if _, err := e.srcAdm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v},
+		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero},
+	}, topic); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // sourceHoles counts the holes of the source partition's log: offsets
 // between its start and end that no record holds.
 func (e *testEnv) sourceHoles(topic string) (holes int64, holedBatches int) {
@@ -107,13 +119,7 @@ func TestCompactedSource(t *testing.T) {
 	const topic = "compacted"
 	e := newTestEnv(t, 1, map[string]int32{topic: 1})
 	ctx := context.Background()
-	v, zero := "compact", "0"
-	if _, err := e.srcAdm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
-		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v},
-		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero},
-	}, topic); err != nil {
-		t.Fatal(err)
-	}
+	e.compactSource(topic)
 	rng := rand.New(rand.NewPCG(3, 4))
 	e.produceOverwrites(rng, topic, 0, 600)
 	e.src.Compact()
@@ -160,13 +166,7 @@ func TestNextLiveOffset(t *testing.T) {
 	const topic = "nextlive"
 	e := newTestEnv(t, 1, map[string]int32{topic: 1})
 	ctx := context.Background()
-	v, zero := "compact", "0"
-	if _, err := e.srcAdm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
-		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &v},
-		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero},
-	}, topic); err != nil {
-		t.Fatal(err)
-	}
+	e.compactSource(topic)
 	rng := rand.New(rand.NewPCG(11, 12))
 	e.produceOverwrites(rng, topic, 0, 300)
 	e.src.Compact()

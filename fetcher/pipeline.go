@@ -76,22 +76,17 @@ func (pl *pipeline) submit(it *appendItem) {
 
 // waitRoom handles results until there is room for another append; it
 // returns the append error or ctx's.
-func (pl *pipeline) waitRoom() error {
-	for pl.err == nil && !pl.room() {
-		select {
-		case r := <-pl.p.results:
-			pl.handle(r)
-		case <-pl.p.ctx.Done():
-			return pl.p.ctx.Err()
-		}
-	}
-	return pl.err
-}
+func (pl *pipeline) waitRoom() error { return pl.waitFor(pl.room) }
 
 // waitIdle handles results until nothing is in flight; it returns the
 // append error or ctx's.
 func (pl *pipeline) waitIdle() error {
-	for pl.err == nil && len(pl.inflight) > 0 {
+	return pl.waitFor(func() bool { return len(pl.inflight) == 0 })
+}
+
+// waitFor handles results until done holds or an append failed.
+func (pl *pipeline) waitFor(done func() bool) error {
+	for pl.err == nil && !done() {
 		select {
 		case r := <-pl.p.results:
 			pl.handle(r)

@@ -440,16 +440,21 @@ func (m *Manager) addPartitionToTxn(ctx context.Context, tp *txnProducer, p Part
 
 // endTxn commits or aborts tp's transaction.
 func (m *Manager) endTxn(ctx context.Context, tp *txnProducer, commit bool) error {
-	err := txnRetry(ctx, "destination EndTxn("+tp.id+")", func() error {
+	return txnFenced(endTxn(ctx, m.txnCl, tp.id, tp.pid, tp.epoch, commit), tp)
+}
+
+// endTxn commits or aborts the transaction of transactional ID id through
+// cl, a client made by newTxnClient.
+func endTxn(ctx context.Context, cl *kgo.Client, id string, pid int64, epoch int16, commit bool) error {
+	return txnRetry(ctx, fmt.Sprintf("destination EndTxn(%s, commit=%v)", id, commit), func() error {
 		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = tp.id, tp.pid, tp.epoch, commit
-		resp, err := req.RequestWith(ctx, m.txnCl)
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return err
 		}
 		return kerr.ErrorForCode(resp.ErrorCode)
 	})
-	return txnFenced(err, tp)
 }
 
 // AbortTransactions aborts the open destination transactions that replay
@@ -501,16 +506,7 @@ func AbortTransactions(ctx context.Context, cl *kgo.Client, mirror string, topic
 		if d.State != "Ongoing" {
 			continue
 		}
-		err = txnRetry(ctx, "destination EndTxn("+id+", abort)", func() error {
-			req := kmsg.NewPtrEndTxnRequest()
-			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, d.ProducerID, d.ProducerEpoch, false
-			resp, err := req.RequestWith(ctx, tcl)
-			if err != nil {
-				return err
-			}
-			return kerr.ErrorForCode(resp.ErrorCode)
-		})
-		if err != nil {
+		if err := endTxn(ctx, tcl, id, d.ProducerID, d.ProducerEpoch, false); err != nil {
 			return aborted, err
 		}
 		aborted = append(aborted, id)
