@@ -114,7 +114,7 @@ func IsSecretKey(key string) bool {
 // dataPlaneSettings returns the mirror's settings of the data plane.
 func dataPlaneSettings(m *Mirror) fetcher.MirrorSettings {
 	ms, _ := strconv.ParseInt(mirrorSetting(m, TransactionTimeoutKey), 10, 64)
-	return fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond}
+	return fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID}
 }
 
 // sourceConfig returns the part of a mirror config that the SourceDialer

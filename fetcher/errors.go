@@ -64,6 +64,11 @@ var (
 	// non-retriable error (MESSAGE_TOO_LARGE, INVALID_RECORD, ...).
 	ErrAppendRejected = errors.New("fetcher: the destination rejected a batch")
 
+	// ErrSourceClusterChanged means the source answers with another
+	// cluster ID than the mirror's (the cluster was replaced or rebuilt at
+	// the same address): nothing of it may be appended.
+	ErrSourceClusterChanged = errors.New("fetcher: the source cluster ID changed")
+
 	// ErrSourceRejected means the source answered a fetch or a metadata
 	// request with a non-retriable error.
 	ErrSourceRejected = errors.New("fetcher: the source rejected a request")

@@ -110,6 +110,11 @@ type MirrorSettings struct {
 	// destination aborts one that stays open longer, and its partition
 	// goes FAILED.
 	TransactionTimeout time.Duration
+	// SourceClusterID, when set, is the cluster ID the source must have:
+	// every Metadata answer is checked, and partitions fail with
+	// ErrSourceClusterChanged on another, before anything of that cluster
+	// is appended.
+	SourceClusterID string
 }
 
 // SetMirror creates the source client of a mirror, or replaces it: the old

@@ -792,3 +792,22 @@ func TestStopWaitsForInFlightAppend(t *testing.T) {
 		t.Fatalf("%d error series: a restarted partition must continue its producer sequence", n)
 	}
 }
+
+// TestSourceClusterChanged gives the mirror the cluster ID of another
+// cluster: its partitions fail before appending anything, naming both IDs.
+func TestSourceClusterChanged(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"cid": 1})
+	e.produce(e.producer(kgo.NoCompression()), "cid", []int32{0}, 0, 20, 10)
+	m := e.newManager()
+	if err := m.SetMirror(testMirror, []kgo.Opt{kgo.SeedBrokers(e.src.ListenAddrs()...)}, MirrorSettings{SourceClusterID: "the-old-cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	startAll(t, m, "cid", []int32{0})
+	st := waitState(t, m, Partition{testMirror, "cid", 0}, StateFailed)
+	if !strings.Contains(st.LastError, "source cluster ID changed") || !strings.Contains(st.LastError, "the-old-cluster") {
+		t.Fatalf("LastError = %q", st.LastError)
+	}
+	if end := e.offsets(e.dstAdm, false, "cid")[0]; end != 0 {
+		t.Fatalf("%d records appended from another cluster", end)
+	}
+}

@@ -147,6 +147,11 @@ func (mir *mirror) loadLeaders(ctx context.Context, topic string) *topicLeaders 
 		tl.err = fmt.Errorf("source metadata for topic %s of mirror %s: %w", topic, mir.name, err)
 		return tl
 	}
+	if want := mir.settings.SourceClusterID; want != "" && resp.ClusterID != nil && *resp.ClusterID != want {
+		tl.err = fmt.Errorf("%w: mirror %s was created for source cluster %s, but %s answers as cluster %s",
+			ErrSourceClusterChanged, mir.name, want, mir.cl.OptValue(kgo.SeedBrokers), *resp.ClusterID)
+		return tl
+	}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || *t.Topic != topic {
 			continue
