@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -226,7 +227,14 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 						}
 					}
 				}
-				if t.SyncFault != "" {
+				if fault := cmp.Or(t.SyncFault, m.SyncFault); fault != "" && t.Status == TopicActive {
+					// Halted by the metadata sync (DESIGN D10): not driven,
+					// and not to be mistaken for a stopped topic.
+					d.LastError = strPtr(fault)
+					if d.OwnerBrokerId < 0 {
+						d.State = fetcher.StateFailed.String()
+					}
+				} else if t.SyncFault != "" {
 					d.LastError = strPtr(t.SyncFault)
 				}
 				if t.Status == TopicActive && len(t.Diverged) > 0 {

@@ -219,6 +219,10 @@ func TestSourceClusterReplaced(t *testing.T) {
 				t.Errorf("%s-%d is driven by the sidecar of broker %d (state %s, last error %s) while the mirror is halted",
 					tp.TopicName, pd.PartitionIndex, pd.OwnerBrokerId, pd.State, deref(pd.LastError))
 			}
+			if pd.State != "FAILED" || !strings.Contains(deref(pd.LastError), m.SourceClusterId) {
+				t.Errorf("%s-%d shows %s (last error %s) while the mirror is halted, want FAILED naming the cluster ID change",
+					tp.TopicName, pd.PartitionIndex, pd.State, deref(pd.LastError))
+			}
 		}
 	}
 	if rows != len(dstEnd) {
