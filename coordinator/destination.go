@@ -175,17 +175,18 @@ func (d *Destination) CreateTopic(ctx context.Context, topic string, partitions 
 
 // The Kafka protocol codes of the ACLs the sidecars manage.
 const (
-	aclResourceTopic  int8 = 2
-	aclPatternAny     int8 = 1
-	aclPatternMatch   int8 = 4
-	aclPatternLiteral int8 = 3
-	aclOperationAll   int8 = 2
-	aclOperationWrite int8 = 4
-	aclOperationAny   int8 = 1
-	aclPermissionAny  int8 = 1
-	aclPermissionDeny int8 = 2
-	aclPermAllow      int8 = 3
-	everyone               = "User:*"
+	aclResourceTopic   int8 = 2
+	aclPatternAny      int8 = 1
+	aclPatternMatch    int8 = 2 // describe filters only: literal, prefixed and wildcard ACLs that match a name
+	aclPatternLiteral  int8 = 3
+	aclPatternPrefixed int8 = 4
+	aclOperationAll    int8 = 2
+	aclOperationWrite  int8 = 4
+	aclOperationAny    int8 = 1
+	aclPermissionAny   int8 = 1
+	aclPermissionDeny  int8 = 2
+	aclPermAllow       int8 = 3
+	everyone                = "User:*"
 )
 
 // ErrNoAuthorizer is returned when the destination brokers run without an
@@ -276,18 +277,9 @@ func (d *Destination) Protect(ctx context.Context, topic string) ([]ACL, error) 
 	if err != nil {
 		return nil, err
 	}
-	deny := ACL{ResourceType: aclResourceTopic, ResourceName: topic, PatternType: aclPatternLiteral,
-		Principal: everyone, Host: "*", Operation: aclOperationWrite, Permission: aclPermissionDeny}
-	allow := deny
-	allow.Operation, allow.Permission = aclOperationAll, aclPermAllow
+	deny, allow := readOnlyACLs(topic)
 	want := []ACL{deny}
-	others := 0
-	for _, a := range existing {
-		if a != deny && a != allow {
-			others++
-		}
-	}
-	if others == 0 {
+	if len(otherACLs(topic, existing)) == 0 {
 		everyoneAllowed, err := d.allowsEveryone(ctx)
 		if err != nil {
 			return nil, err
@@ -300,6 +292,33 @@ func (d *Destination) Protect(ctx context.Context, topic string) ([]ACL, error) 
 		return nil, err
 	}
 	return want, nil
+}
+
+// readOnlyACLs returns the ACLs of DESIGN D4 for topic: the DENY WRITE for
+// User:* on its literal name, and the ALLOW ALL for User:* that goes beside
+// it while the brokers allow everyone on resources without ACLs and no
+// other ACL applies to the topic.
+func readOnlyACLs(topic string) (deny, allow ACL) {
+	deny = ACL{ResourceType: aclResourceTopic, ResourceName: topic, PatternType: aclPatternLiteral,
+		Principal: everyone, Host: "*", Operation: aclOperationWrite, Permission: aclPermissionDeny}
+	allow = deny
+	allow.Operation, allow.Permission = aclOperationAll, aclPermAllow
+	return deny, allow
+}
+
+// otherACLs returns the ACLs of existing (the ACLs that apply to topic, as
+// topicACLs lists them) other than topic's read-only ACLs: any one of them
+// means the brokers no longer apply allow.everyone.if.no.acl.found to the
+// topic, so an ALLOW ALL for User:* would override it.
+func otherACLs(topic string, existing []ACL) []ACL {
+	deny, allow := readOnlyACLs(topic)
+	var out []ACL
+	for _, a := range existing {
+		if a != deny && a != allow {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // CheckAuthorizer returns ErrNoAuthorizer when the destination has none.

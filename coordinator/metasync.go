@@ -25,13 +25,18 @@ import (
 //   - partitions: partitions added on the source are added on the
 //     destination (CreatePartitions) and recorded (SetTopicPartitions);
 //   - configs, consumer group offsets, ACLs: see metasync_configs.go,
-//     metasync_groups.go and metasync_acls.go.
+//     metasync_groups.go and metasync_acls.go;
+//   - read-only ACLs: the ALLOW ALL for User:* beside a DENY WRITE follows
+//     the other ACLs of the topic (metasync_readonly.go). This step needs
+//     only the destination: it runs last, whatever the source steps did,
+//     and covers paused topics too (they are read-only as well).
 //
-// Paused, stopped and faulty topics are skipped. DESIGN D10 says "run by the
-// coordinator": here that is the raft leader, one sidecar per destination
-// cluster. That is the simplest correct choice at this scale (one source
-// connection and a handful of admin requests per mirror and interval), and
-// its faults and records go through raft, so every sidecar acts on them.
+// Otherwise paused, stopped and faulty topics are skipped. DESIGN D10 says
+// "run by the coordinator": here that is the raft leader, one sidecar per
+// destination cluster. That is the simplest correct choice at this scale
+// (one source connection and a handful of admin requests per mirror and
+// interval), and its faults and records go through raft, so every sidecar
+// acts on them.
 
 // Metadata sync step names, the step label of the metrics.
 const (
@@ -168,6 +173,7 @@ type metaSyncRound struct {
 
 // syncMirrorMetadata runs every step for one mirror.
 func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, st *State, m *Mirror) {
+	defer s.recheckReadOnly(ctx, log, metrics, m.Name) // after the ACL sync, whatever the source steps did
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	src, err := s.sourceClient(sourceConfig(m.Config))

@@ -1,0 +1,275 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+)
+
+func TestDecideAllowAll(t *testing.T) {
+	deny, allow := readOnlyACLs("t")
+	alice := ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
+	prefixed := ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternPrefixed, Principal: "User:bob", Host: "*", Operation: 3, Permission: aclPermAllow}
+	wildcard := ACL{ResourceType: aclResourceTopic, ResourceName: "*", PatternType: aclPatternLiteral, Principal: "User:carol", Host: "*", Operation: 3, Permission: aclPermissionDeny}
+	// Someone else's ALLOW ALL on another topic name and the DENY WRITE
+	// of another principal are other ACLs too.
+	denyAlice := deny
+	denyAlice.Principal = "User:alice"
+	yes := func() (bool, error) { return true, nil }
+	no := func() (bool, error) { return false, nil }
+	broken := func() (bool, error) { return false, errors.New("hidden") }
+	for _, tc := range []struct {
+		name            string
+		owned, existing []ACL
+		everyone        func() (bool, error)
+		want            allowAllChange
+		reason, err     string
+	}{
+		{name: "nothing else: keep", owned: []ACL{deny, allow}, existing: []ACL{deny, allow}, everyone: yes},
+		{name: "literal ACL appears: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, alice}, everyone: broken, want: allowAllDrop, reason: "User:alice"},
+		{name: "prefixed ACL: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, prefixed}, everyone: yes, want: allowAllDrop, reason: "PREFIXED"},
+		{name: "wildcard ACL: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, wildcard}, everyone: yes, want: allowAllDrop, reason: "LITERAL *"},
+		{name: "another principal's DENY WRITE: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, denyAlice}, everyone: yes, want: allowAllDrop},
+		{name: "owned ALLOW ALL already gone, other ACL: drop from the record", owned: []ACL{deny, allow}, existing: []ACL{deny, alice}, everyone: yes, want: allowAllDrop},
+		{name: "other ACL, no ALLOW ALL owned: keep", owned: []ACL{deny}, existing: []ACL{deny, alice}, everyone: broken},
+		{name: "other ACL gone: add back", owned: []ACL{deny}, existing: []ACL{deny}, everyone: yes, want: allowAllAdd, reason: "no other ACL"},
+		{name: "owned ALLOW ALL missing: create again", owned: []ACL{deny, allow}, existing: []ACL{deny}, everyone: yes, want: allowAllAdd, reason: "missing"},
+		{name: "someone else's ALLOW ALL: keep", owned: []ACL{deny}, existing: []ACL{deny, allow}, everyone: yes},
+		{name: "cluster does not allow everyone: nothing to add", owned: []ACL{deny}, existing: []ACL{deny}, everyone: no},
+		{name: "cluster does not allow everyone: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow}, everyone: no, want: allowAllDrop, reason: "does not allow everyone"},
+		{name: "setting unreadable: error", owned: []ACL{deny}, existing: []ACL{deny}, everyone: broken, err: "hidden"},
+		{name: "DENY WRITE not owned: keep", owned: nil, existing: []ACL{deny, allow, alice}, everyone: broken},
+		{name: "only the ALLOW ALL owned: keep", owned: []ACL{allow}, existing: []ACL{allow, alice}, everyone: broken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, reason, err := decideAllowAll("t", tc.owned, tc.existing, tc.everyone)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || !strings.Contains(reason, tc.reason) || (got != allowAllKeep) != (reason != "") {
+				t.Fatalf("decideAllowAll = %v, %q; want %v with a reason containing %q", got, reason, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+// readOnlyFixture is a kfake destination with topics a (active), p
+// (paused), s (stopped, its record kept as if its stop had failed) and u
+// (unprotected), all of mirror m, and the controller state for them.
+type readOnlyFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	cl    *kgo.Client
+	dest  *Destination
+	st    *State
+	hook  func(Command) // called before a command is applied
+	owned map[string][]ACL
+}
+
+func newReadOnlyFixture(t *testing.T) *readOnlyFixture {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a", "p", "s", "u"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	f := &readOnlyFixture{t: t, ctx: ctx, cl: cl, dest: NewDestination(cl, "true"), st: NewState(), owned: map[string][]ACL{}}
+	mustApply(t, f.st,
+		CreateMirror{Name: "m", Config: bootstrapConfig(), NowMs: 1},
+		StartTopics{Mirror: "m", Topics: []StartTopic{{Name: "a", Partitions: 1}, {Name: "p", Partitions: 1},
+			{Name: "s", Partitions: 1}, {Name: "u", Partitions: 1, Unprotected: true}}, NowMs: 2},
+		SetTopicStatus{Mirror: "m", Topics: []string{"p"}, Status: TopicPaused, NowMs: 3},
+		SetTopicStatus{Mirror: "m", Topics: []string{"s"}, Status: TopicStopped, NowMs: 4})
+	for _, topic := range []string{"a", "p", "s"} {
+		acls, err := f.dest.Protect(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acls) != 2 {
+			t.Fatalf("Protect(%s) = %+v, want DENY WRITE and ALLOW ALL", topic, acls)
+		}
+		mustApply(t, f.st, RecordACLs{Topic: topic, ACLs: acls})
+		f.owned[topic] = acls
+	}
+	// The unprotected topic has an ALLOW ALL for User:* that someone
+	// created, and another ACL.
+	_, allowU := readOnlyACLs("u")
+	f.create(allowU, f.userACL("u", "User:alice"))
+	return f
+}
+
+func (f *readOnlyFixture) check() readOnlyCheck {
+	return readOnlyCheck{dest: f.dest, log: zaptest.NewLogger(f.t), state: func() *State { return f.st.Clone() },
+		apply: func(_ context.Context, c Command) error {
+			if f.hook != nil {
+				f.hook(c)
+			}
+			return applyCommand(f.st, mustEncode(f.t, c)).Err()
+		}}
+}
+
+// round runs one re-check of mirror m and wants n changes.
+func (f *readOnlyFixture) round(n int) {
+	f.t.Helper()
+	got, err := f.check().run(f.ctx, "m")
+	if err != nil {
+		f.t.Fatalf("re-check: %v", err)
+	}
+	if got != n {
+		f.t.Fatalf("re-check made %d changes, want %d", got, n)
+	}
+}
+
+func (f *readOnlyFixture) userACL(name, principal string) ACL {
+	return ACL{ResourceType: aclResourceTopic, ResourceName: name, PatternType: aclPatternLiteral, Principal: principal, Host: "*", Operation: 3, Permission: aclPermAllow}
+}
+
+func (f *readOnlyFixture) create(acls ...ACL) {
+	f.t.Helper()
+	if err := f.dest.createACLs(f.ctx, acls); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *readOnlyFixture) remove(acls ...ACL) {
+	f.t.Helper()
+	if err := f.dest.Unprotect(f.ctx, acls); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// want checks whether topic's ALLOW ALL exists on the destination and is
+// owned in the state, and that its DENY WRITE is both.
+func (f *readOnlyFixture) want(topic string, allowAll bool) {
+	f.t.Helper()
+	deny, allow := readOnlyACLs(topic)
+	have, err := f.dest.topicACLs(f.ctx, topic)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	owned := f.st.Topics[topic].OwnedACLs
+	if !slices.Contains(have, deny) || !slices.Contains(owned, deny) {
+		f.t.Fatalf("%s: DENY WRITE on the destination %v, owned %v; want both", topic, slices.Contains(have, deny), slices.Contains(owned, deny))
+	}
+	if slices.Contains(have, allow) != allowAll || slices.Contains(owned, allow) != allowAll {
+		f.t.Fatalf("%s: ALLOW ALL on the destination %v, owned %v; want %v", topic, slices.Contains(have, allow), slices.Contains(owned, allow), allowAll)
+	}
+}
+
+// untouched checks that the stopped and the unprotected topic kept their
+// ACLs and records.
+func (f *readOnlyFixture) untouched() {
+	f.t.Helper()
+	_, allowU := readOnlyACLs("u")
+	for topic, want := range map[string][]ACL{"s": f.owned["s"], "u": {allowU, f.userACL("u", "User:alice")}} {
+		have, err := f.dest.topicACLs(f.ctx, topic)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, a := range want {
+			if !slices.Contains(have, a) {
+				f.t.Fatalf("%s lost %s: has %v", topic, aclString(a), have)
+			}
+		}
+	}
+	if !slices.Equal(f.st.Topics["s"].OwnedACLs, f.owned["s"]) || len(f.st.Topics["u"].OwnedACLs) != 0 {
+		f.t.Fatalf("records changed: s %v, u %v", f.st.Topics["s"].OwnedACLs, f.st.Topics["u"].OwnedACLs)
+	}
+}
+
+// TestReadOnlyRecheck runs the re-check against kfake: another ACL on an
+// active or paused topic drops the sidecars' ALLOW ALL, its removal brings
+// it back, a missing one is created again, a cluster that does not allow
+// everyone loses it, and stopped and unprotected topics are never touched.
+func TestReadOnlyRecheck(t *testing.T) {
+	f := newReadOnlyFixture(t)
+	f.round(0)
+	f.want("a", true)
+	f.want("p", true)
+
+	aliceA := f.userACL("a", "User:alice")
+	f.create(aliceA, f.userACL("s", "User:alice"))
+	f.round(1)
+	f.want("a", false)
+	f.want("p", true)
+	f.untouched()
+
+	// A prefixed ACL on the paused topic (kfake's MATCH filter matches
+	// only prefixed ACLs named exactly as the topic; Kafka matches every
+	// prefix, see TestDecideAllowAll and the e2e test).
+	prefixedP := ACL{ResourceType: aclResourceTopic, ResourceName: "p", PatternType: aclPatternPrefixed, Principal: "User:bob", Host: "*", Operation: 3, Permission: aclPermAllow}
+	f.create(prefixedP)
+	f.round(1)
+	f.want("a", false)
+	f.want("p", false)
+	f.round(0)
+
+	f.remove(aliceA, prefixedP)
+	f.round(2)
+	f.want("a", true)
+	f.want("p", true)
+	f.round(0)
+	f.untouched()
+
+	// Deleted by hand: created again while nothing else applies.
+	_, allowA := readOnlyACLs("a")
+	f.remove(allowA)
+	f.round(1)
+	f.want("a", true)
+
+	// The operator states that the brokers do not allow everyone.
+	f.dest = NewDestination(f.cl, "false")
+	f.round(2)
+	f.want("a", false)
+	f.want("p", false)
+	f.untouched()
+}
+
+// TestReadOnlyRecheckStoppedMeanwhile stops the topic while the re-check
+// adds its ALLOW ALL back: the ALLOW ALL goes again and is not recorded.
+func TestReadOnlyRecheckStoppedMeanwhile(t *testing.T) {
+	f := newReadOnlyFixture(t)
+	aliceA := f.userACL("a", "User:alice")
+	f.create(aliceA)
+	f.round(1)
+	f.remove(aliceA)
+	deny, allow := readOnlyACLs("a")
+	f.hook = func(c Command) {
+		if r, ok := c.(RecordACLs); ok && r.Topic == "a" && slices.Contains(r.ACLs, allow) {
+			// The stop runs now: status first, then its ACLs.
+			mustApply(t, f.st, SetTopicStatus{Mirror: "m", Topics: []string{"a"}, Status: TopicStopped, NowMs: 9})
+			f.remove(deny)
+			mustApply(t, f.st, RecordACLs{Topic: "a"})
+		}
+	}
+	f.round(1)
+	have, err := f.dest.topicACLs(f.ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(have) != 0 {
+		t.Fatalf("the stopped topic has ACLs %v, want none", have)
+	}
+	if owned := f.st.Topics["a"].OwnedACLs; slices.Contains(owned, allow) {
+		t.Fatalf("the stopped topic owns %v", owned)
+	}
+}
