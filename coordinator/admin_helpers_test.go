@@ -23,6 +23,8 @@ type fakeDataPlane struct {
 	setMirrors map[string]int // mirror -> SetMirror calls
 }
 
+func (d *fakeDataPlane) SetMirrorSettings(string, fetcher.MirrorSettings) error { return nil }
+
 func (d *fakeDataPlane) SetMirror(name string, _ []kgo.Opt, _ fetcher.MirrorSettings) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

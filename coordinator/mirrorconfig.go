@@ -111,10 +111,20 @@ func IsSecretKey(key string) bool {
 	return strings.Contains(key, "password") || strings.Contains(key, "jaas.config") || strings.HasSuffix(key, "keystore.key")
 }
 
-// dataPlaneSettings returns the mirror's settings of the data plane.
-func dataPlaneSettings(m *Mirror) fetcher.MirrorSettings {
+// dataPlaneSettings returns the mirror's settings of the data plane; st
+// gives the source topic IDs of its topics.
+func dataPlaneSettings(st *State, m *Mirror) fetcher.MirrorSettings {
 	ms, _ := strconv.ParseInt(mirrorSetting(m, TransactionTimeoutKey), 10, 64)
-	return fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID}
+	out := fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID}
+	for _, t := range st.TopicsOf(m.Name) {
+		if t.SourceTopicID != ([16]byte{}) && t.Status != TopicStopped {
+			if out.TopicIDs == nil {
+				out.TopicIDs = map[string][16]byte{}
+			}
+			out.TopicIDs[t.Name] = t.SourceTopicID
+		}
+	}
+	return out
 }
 
 // sourceConfig returns the part of a mirror config that the SourceDialer

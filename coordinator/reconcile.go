@@ -154,9 +154,16 @@ func (s *Service) syncSources(st *State) {
 	defer s.mu.Unlock()
 	for name, m := range st.Mirrors {
 		cfg := sourceConfig(m.Config)
-		settings := dataPlaneSettings(m)
-		fp := fingerprint(cfg) + fmt.Sprintf("/%+v", settings)
+		settings := dataPlaneSettings(st, m)
+		fp, sfp := fingerprint(cfg), fmt.Sprintf("%+v", settings)
 		if s.sources[name] == fp {
+			if s.settings[name] != sfp {
+				if err := s.cfg.DataPlane.SetMirrorSettings(name, settings); err != nil {
+					s.log.Error("cannot update the data plane settings of a mirror", zap.String("mirror", name), zap.Error(err))
+					continue
+				}
+				s.settings[name] = sfp
+			}
 			continue
 		}
 		opts, err := s.cfg.SourceDialer(cfg)
@@ -167,12 +174,13 @@ func (s *Service) syncSources(st *State) {
 			s.log.Error("cannot configure the source client of a mirror", zap.String("mirror", name), zap.Error(err))
 			continue
 		}
-		s.sources[name] = fp
+		s.sources[name], s.settings[name] = fp, sfp
 	}
 	for name := range s.sources {
 		if _, ok := st.Mirrors[name]; !ok {
 			s.cfg.DataPlane.RemoveMirror(name)
 			delete(s.sources, name)
+			delete(s.settings, name)
 			for p := range s.running {
 				if p.Mirror == name {
 					delete(s.running, p)

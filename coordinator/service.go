@@ -22,6 +22,7 @@ import (
 // (*fetcher.Manager): per-mirror source clients and per-partition mirroring.
 type DataPlane interface {
 	SetMirror(name string, source []kgo.Opt, settings fetcher.MirrorSettings) error
+	SetMirrorSettings(name string, settings fetcher.MirrorSettings) error
 	RemoveMirror(name string)
 	Start(p fetcher.Partition) error
 	Stop(ctx context.Context, p fetcher.Partition) error
@@ -78,6 +79,7 @@ type Service struct {
 	mu         sync.Mutex
 	running    map[fetcher.Partition]bool        // partitions started on the data plane
 	sources    map[string]string                 // mirror -> fingerprint of its source config
+	settings   map[string]string                 // mirror -> its data plane settings as last set
 	epochs     map[fetcher.Partition]int32       // destination leader epochs seen by reconcile
 	pending    map[fetcher.Partition]stateUpdate // states not yet persisted
 	retries    map[fetcher.Partition]*retryState // automatic retries of FAILED partitions
@@ -124,6 +126,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		flushNow: make(chan struct{}, 1),
 		running:  map[fetcher.Partition]bool{},
 		sources:  map[string]string{},
+		settings: map[string]string{},
 		epochs:   map[fetcher.Partition]int32{},
 		pending:  map[fetcher.Partition]stateUpdate{},
 		retries:  map[fetcher.Partition]*retryState{},

@@ -69,6 +69,10 @@ var (
 	// the same address): nothing of it may be appended.
 	ErrSourceClusterChanged = errors.New("fetcher: the source cluster ID changed")
 
+	// ErrSourceTopicRecreated means a source topic has another topic ID
+	// than when it was started: its records are not the mirrored ones.
+	ErrSourceTopicRecreated = errors.New("fetcher: the source topic was recreated")
+
 	// ErrSourceRejected means the source answered a fetch or a metadata
 	// request with a non-retriable error.
 	ErrSourceRejected = errors.New("fetcher: the source rejected a request")

@@ -115,6 +115,35 @@ type MirrorSettings struct {
 	// ErrSourceClusterChanged on another, before anything of that cluster
 	// is appended.
 	SourceClusterID string
+	// TopicIDs, where known, are the source topic IDs the mirror's topics
+	// must have: a topic deleted and recreated on the source under the
+	// same name fails its partitions with ErrSourceTopicRecreated.
+	TopicIDs map[string][16]byte
+}
+
+// check validates s and fills in defaults.
+func (s *MirrorSettings) check(mirror string) error {
+	if s.TransactionTimeout == 0 {
+		s.TransactionTimeout = defaultTxnTimeout
+	}
+	if s.TransactionTimeout < time.Second {
+		return fmt.Errorf("%w: mirror %q: transaction timeout %s is below 1s", ErrInvalidOption, mirror, s.TransactionTimeout)
+	}
+	return nil
+}
+
+// SetMirrorSettings replaces the settings of a mirror that SetMirror
+// created, keeping its source client and fetch sessions.
+func (m *Manager) SetMirrorSettings(name string, settings MirrorSettings) error {
+	if err := settings.check(name); err != nil {
+		return err
+	}
+	mir, err := m.mirror(name)
+	if err != nil {
+		return err
+	}
+	mir.settings.Store(&settings)
+	return nil
 }
 
 // SetMirror creates the source client of a mirror, or replaces it: the old
@@ -124,18 +153,15 @@ func (m *Manager) SetMirror(name string, source []kgo.Opt, settings MirrorSettin
 	if name == "" {
 		return fmt.Errorf("%w: mirror name is empty", ErrInvalidOption)
 	}
-	if settings.TransactionTimeout == 0 {
-		settings.TransactionTimeout = defaultTxnTimeout
-	}
-	if settings.TransactionTimeout < time.Second {
-		return fmt.Errorf("%w: mirror %q: transaction timeout %s is below 1s", ErrInvalidOption, name, settings.TransactionTimeout)
+	if err := settings.check(name); err != nil {
+		return err
 	}
 	cl, err := kgo.NewClient(source...)
 	if err != nil {
 		return fmt.Errorf("fetcher: mirror %q: source client: %w", name, err)
 	}
 	mir := newMirror(m, name, cl)
-	mir.settings = settings
+	mir.settings.Store(&settings)
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

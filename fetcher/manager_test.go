@@ -811,3 +811,23 @@ func TestSourceClusterChanged(t *testing.T) {
 		t.Fatalf("%d records appended from another cluster", end)
 	}
 }
+
+// TestSourceTopicRecreated gives the mirror another topic ID than the
+// source topic's: its partitions fail before appending anything.
+func TestSourceTopicRecreated(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"rt": 1})
+	e.produce(e.producer(kgo.NoCompression()), "rt", []int32{0}, 0, 20, 10)
+	m := e.newManager()
+	old := [16]byte{1, 2, 3}
+	if err := m.SetMirrorSettings(testMirror, MirrorSettings{TopicIDs: map[string][16]byte{"rt": old}}); err != nil {
+		t.Fatal(err)
+	}
+	startAll(t, m, "rt", []int32{0})
+	st := waitState(t, m, Partition{testMirror, "rt", 0}, StateFailed)
+	if !strings.Contains(st.LastError, "source topic was recreated") || !strings.Contains(st.LastError, "AQID") {
+		t.Fatalf("LastError = %q", st.LastError)
+	}
+	if end := e.offsets(e.dstAdm, false, "rt")[0]; end != 0 {
+		t.Fatalf("%d records appended from a recreated topic", end)
+	}
+}

@@ -2,8 +2,10 @@ package fetcher
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,7 +27,7 @@ type mirror struct {
 	name     string
 	cl       *kgo.Client
 	log      *zap.Logger
-	settings MirrorSettings
+	settings atomic.Pointer[MirrorSettings]
 
 	ctx    context.Context // ends when the mirror closes: sessions stop
 	cancel context.CancelFunc
@@ -147,7 +149,8 @@ func (mir *mirror) loadLeaders(ctx context.Context, topic string) *topicLeaders 
 		tl.err = fmt.Errorf("source metadata for topic %s of mirror %s: %w", topic, mir.name, err)
 		return tl
 	}
-	if want := mir.settings.SourceClusterID; want != "" && resp.ClusterID != nil && *resp.ClusterID != want {
+	settings := mir.settings.Load()
+	if want := settings.SourceClusterID; want != "" && resp.ClusterID != nil && *resp.ClusterID != want {
 		tl.err = fmt.Errorf("%w: mirror %s was created for source cluster %s, but %s answers as cluster %s",
 			ErrSourceClusterChanged, mir.name, want, mir.cl.OptValue(kgo.SeedBrokers), *resp.ClusterID)
 		return tl
@@ -161,6 +164,11 @@ func (mir *mirror) loadLeaders(ctx context.Context, topic string) *topicLeaders 
 				err = fmt.Errorf("%w: the mirror's source principal may not describe topic %s: %w", ErrSourceRejected, topic, err)
 			}
 			tl.err = fmt.Errorf("source metadata for topic %s of mirror %s: %w", topic, mir.name, err)
+			return tl
+		}
+		if want, ok := settings.TopicIDs[topic]; ok && want != ([16]byte{}) && t.TopicID != ([16]byte{}) && t.TopicID != want {
+			tl.err = fmt.Errorf("%w: source topic %s of mirror %s has topic ID %s, not %s: it was deleted and created again",
+				ErrSourceTopicRecreated, topic, mir.name, base64.RawURLEncoding.EncodeToString(t.TopicID[:]), base64.RawURLEncoding.EncodeToString(want[:]))
 			return tl
 		}
 		for _, part := range t.Partitions {

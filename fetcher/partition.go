@@ -716,7 +716,7 @@ func (p *partition) detach() {
 func isFatal(err error) bool {
 	for _, target := range []error{
 		ErrCorruptBatch, ErrMessageFormat, ErrTransactionHoles, ErrTransactionAborted, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
-		ErrSourceRejected, ErrSourceClusterChanged,
+		ErrSourceRejected, ErrSourceClusterChanged, ErrSourceTopicRecreated,
 	} {
 		if errors.Is(err, target) {
 			return true

@@ -116,7 +116,7 @@ func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProdu
 		if err != nil {
 			return nil, err
 		}
-		if tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, mir.settings.TransactionTimeout); err != nil {
+		if tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, mir.settings.Load().TransactionTimeout); err != nil {
 			return nil, err
 		}
 	case d.State == "Ongoing":
