@@ -140,7 +140,7 @@ const (
 	actionSkip                      // wholly below expected: already there
 	actionHoles                     // compaction holes before or inside it: see holePlan
 	actionTxn                       // a transactional batch at expected: replayed in its transaction
-	actionMarker                    // a transaction marker at expected: replayed with EndTxn
+	actionMarker                    // a transaction marker, at or after expected: replayed with EndTxn
 )
 
 // inspectBatch decides what to do with the complete batch b when the
@@ -149,8 +149,8 @@ const (
 // other batch must start at or after expected and pass checkBatch, or the
 // error says why it cannot be mirrored. A batch that starts after expected
 // (a hole between batches), has holes inside or is empty is actionHoles.
-// Transactional batches and markers are actionTxn and actionMarker; with
-// holes they are ErrTransactionHoles.
+// Transactional batches without holes are actionTxn; transaction markers
+// are actionMarker, also after a hole.
 func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, error) {
 	rb, err := parseBatch(b)
 	if err != nil {
@@ -168,18 +168,13 @@ func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, erro
 		return rb, 0, err
 	}
 	holes := rb.FirstOffset > expected || int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1
-	if inTransaction(&rb) {
-		if holes {
-			return rb, 0, fmt.Errorf("%w (batch %d..%d of producer ID %d, destination log end offset %d)",
-				ErrTransactionHoles, rb.FirstOffset, last, rb.ProducerID, expected)
-		}
-		if rb.Attributes&attrControl != 0 {
-			return rb, actionMarker, nil
-		}
-		return rb, actionTxn, nil
-	}
-	if holes {
+	switch {
+	case rb.Attributes&attrControl != 0:
+		return rb, actionMarker, nil // a hole before it is the caller's to fill
+	case holes:
 		return rb, actionHoles, nil
+	case rb.Attributes&attrTransactional != 0:
+		return rb, actionTxn, nil
 	}
 	return rb, actionAppend, nil
 }

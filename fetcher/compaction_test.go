@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -79,8 +80,9 @@ func (e *testEnv) compareCompacted(topic string) (live, copies int) {
 		e.t.Fatalf("source offsets %d..%d, destination %d..%d", srcStart, srcEnd, dstStart, dstEnd)
 	}
 	src, dst := e.readAll(e.src, e.srcAdm, topic)[0], e.readAll(e.dst, e.dstAdm, topic)[0]
-	if int64(len(dst)) != dstEnd-dstStart {
-		e.t.Fatalf("destination holds %d records for offsets %d..%d", len(dst), dstStart, dstEnd-1)
+	markers := len(e.markers(e.dst, e.dstCl, topic))
+	if int64(len(dst)+markers) != dstEnd-dstStart {
+		e.t.Fatalf("destination holds %d records and %d transaction markers for offsets %d..%d", len(dst), markers, dstStart, dstEnd-1)
 	}
 	i := 0
 	for _, d := range dst {
@@ -192,4 +194,83 @@ func TestNextLiveOffset(t *testing.T) {
 			t.Fatalf("NextLiveOffset(%d) = %d, want %d", at, got, want)
 		}
 	}
+}
+
+// markers returns the transaction markers of topic-0 on c by offset: true
+// for COMMIT.
+func (e *testEnv) markers(c *kfake.Cluster, cl *kgo.Client, topic string) map[int64]bool {
+	e.t.Helper()
+	out := map[int64]bool{}
+	adm := e.srcAdm
+	if c == e.dst {
+		adm = e.dstAdm
+	}
+	for _, b := range e.rawBatches(c, cl, topic, 0, e.offsets(adm, true, topic)[0]) {
+		rb, err := parseBatch(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if rb.Attributes&attrControl == 0 {
+			continue
+		}
+		commit, err := markerCommits(&rb)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out[rb.FirstOffset] = commit
+	}
+	return out
+}
+
+// TestCompactedTransactions mirrors a compacted source partition written
+// by a transactional producer (commits and aborts) between plain batches,
+// after compaction left holes before markers, before transactional batches
+// and inside them: every offset holds the source's record, a copy of the
+// next live one, or the source's marker with the same outcome.
+func TestCompactedTransactions(t *testing.T) {
+	const topic = "compacted-txn"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	ctx := context.Background()
+	e.compactSource(topic)
+	txn := e.producer(kgo.SnappyCompression(), kgo.TransactionalID("compacted-txn"))
+	rng := rand.New(rand.NewPCG(21, 22))
+	for i := range 40 {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for j := range 1 + rng.IntN(8) {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "key-%d", rng.IntN(6)), Value: fmt.Appendf(nil, "txn %d/%d", i, j)})
+		}
+		if err := txn.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		end := kgo.TryCommit
+		if i%3 == 2 {
+			end = kgo.TryAbort
+		}
+		if err := txn.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 0 {
+			e.produceOverwrites(rng, topic, 0, 10)
+		}
+	}
+	e.produceOverwrites(rng, topic, 0, 5) // the log ends with a live record
+	e.src.Compact()
+	holes, holed := e.sourceHoles(topic)
+	srcMarkers := e.markers(e.src, e.srcCl, topic)
+	t.Logf("source: %d holes, %d batches with holes inside, %d markers", holes, holed, len(srcMarkers))
+	if holes == 0 || len(srcMarkers) == 0 {
+		t.Fatalf("compaction left %d holes and %d markers", holes, len(srcMarkers))
+	}
+
+	m := e.newManager()
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0})
+	if dstMarkers := e.markers(e.dst, e.dstCl, topic); fmt.Sprint(dstMarkers) != fmt.Sprint(srcMarkers) {
+		t.Fatalf("markers differ:\nsource      %v\ndestination %v", srcMarkers, dstMarkers)
+	}
+	live, copies := e.compareCompacted(topic)
+	t.Logf("destination: %d live records, %d copies, %d markers", live, copies, len(srcMarkers))
 }

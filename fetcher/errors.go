@@ -28,12 +28,6 @@ var (
 	// (magic v0 or v1 message sets), which is not mirrored yet.
 	ErrMessageFormat = errors.New("fetcher: unsupported message format")
 
-	// ErrTransactionHoles means compaction left holes next to a
-	// transactional batch or a transaction marker. Fillers are written by
-	// the sidecar's idempotent producer and cannot stand in for records of a
-	// transaction, so such partitions are not mirrored yet.
-	ErrTransactionHoles = errors.New("fetcher: compaction holes next to a transactional batch or transaction marker are not mirrored yet")
-
 	// ErrTransactionAborted means the destination ended a replayed
 	// transaction on its own (its transaction coordinator aborted it after
 	// transaction.max.timeout.ms, or another producer fenced it): the
@@ -86,6 +80,6 @@ var (
 	errCancelled     = errors.New("fetcher: append cancelled before it was sent")
 	errMirrorClosed  = errors.New("fetcher: mirror source client closed or replaced")
 	errNoLeader      = errors.New("fetcher: source partition has no leader")
-	errNoLiveRecord  = errors.New("fetcher: no record at the source log start offset to copy into fillers yet")
+	errNoLiveRecord  = errors.New("fetcher: no live record to copy into fillers yet")
 	errMissingAnswer = errors.New("fetcher: broker response is missing the partition")
 )

@@ -267,6 +267,22 @@ func (h *holePlan) extend(from, end int64) {
 	h.end = end
 }
 
+// flushBefore resolves what h holds and the hole from cursor up to offset
+// to with copies of next, the next live record after to: a transaction
+// marker at offset to cannot wait for that record to be planned.
+func (h *holePlan) flushBefore(cursor, to int64, next *fillerRecord) []step {
+	h.extend(cursor, to)
+	var steps []step
+	if h.batch != nil {
+		steps = append(steps, step{kind: stepRebuild, base: h.batch.rb.FirstOffset, n: int64(h.batch.rb.LastOffsetDelta) + 1, batch: h.batch})
+	}
+	if h.from >= 0 && to > h.from {
+		steps = append(steps, step{kind: stepFillers, base: h.from, n: to - h.from, fillerOf: next.Offset})
+	}
+	*h = newHolePlan()
+	return steps
+}
+
 // step is one append a resolved plan or a batch turns into.
 type step struct {
 	kind     stepKind

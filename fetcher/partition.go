@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -317,15 +318,26 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 	if err := checkBatch(b, &rb); err != nil {
 		return 0, err
 	}
-	if rb.Attributes&attrControl != 0 {
-		// Fillers copy a live record; a transaction marker is none.
-		return 0, fmt.Errorf("%w: the source log start offset %d is at a transaction marker (batch %d..%d), destination log end offset %d",
-			ErrTransactionHoles, start, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta), leo)
-	}
 	target := rb.FirstOffset
 	if target < leo {
 		return 0, fmt.Errorf("%w: source batch %d..%d holds the source log start offset %d, destination log end offset %d",
 			ErrBatchStraddle, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta), start, leo)
+	}
+	if rb.Attributes&attrControl != 0 {
+		// A transaction marker is no record to copy: the fillers up to it
+		// copy the next live record after it.
+		rec, err := p.liveAfter(mir, rb.FirstOffset+1)
+		if err != nil {
+			return 0, err
+		}
+		p.log.Info("leading gap before a transaction marker: writing fillers",
+			zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start),
+			zap.Int64("filler-end-offset", target), zap.Int64("copied-offset", rec.Offset))
+		if err := p.submitFillers(pl, &rec, leo, target); err != nil {
+			return 0, err
+		}
+		p.pendingDelete = start
+		return start, nil
 	}
 	if !liveAtOrAfter(b, &rb, start) {
 		// Compaction emptied the batch holding S from S on: the stream's
@@ -378,9 +390,23 @@ func (p *partition) submitHoles(pl *pipeline, plan *holePlan, b []byte, rb *kmsg
 		p.log.Debug("compaction hole: waiting for the next live record",
 			zap.Int64("from", pl.next), zap.Int64("to", plan.end-1))
 	}
+	return p.submitSteps(pl, steps, next)
+}
+
+// submitSteps submits planned steps in order; fillers copy next.
+// Transactional source batches, as they are or rebuilt, are appended in
+// their transaction; fillers never are.
+func (p *partition) submitSteps(pl *pipeline, steps []step, next *fillerRecord) error {
 	for _, s := range steps {
 		switch s.kind {
 		case stepBatch:
+			if txn := int16(binary.BigEndian.Uint16(s.raw[offAttributes:]))&attrTransactional != 0; txn {
+				pid := int64(binary.BigEndian.Uint64(s.raw[offProducerID:]))
+				if err := p.submitTxnBatch(pl, s.raw, pid, s.base, int32(s.n), 0, false); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := pl.waitRoom(); err != nil {
 				return err
 			}
@@ -400,6 +426,12 @@ func (p *partition) submitHoles(pl *pipeline, plan *holePlan, b []byte, rb *kmsg
 			p.log.Debug("compaction holes inside a batch: rebuilt",
 				zap.Int64("from", s.base), zap.Int64("to", s.base+s.n-1), zap.Int32("fillers", copies),
 				zap.Int("live-records", len(s.batch.recs)), zap.Int("bytes", len(raw)))
+			if s.batch.rb.Attributes&attrTransactional != 0 {
+				if err := p.submitTxnBatch(pl, raw, s.batch.rb.ProducerID, s.base, int32(s.n), copies, true); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := pl.waitRoom(); err != nil {
 				return err
 			}
@@ -409,6 +441,51 @@ func (p *partition) submitHoles(pl *pipeline, plan *holePlan, b []byte, rb *kmsg
 		}
 	}
 	return nil
+}
+
+// liveAfter fetches, directly from the source leader, the first live data
+// record at or after offset from: what fillers before a transaction marker
+// copy. errNoLiveRecord means there is none yet.
+func (p *partition) liveAfter(mir *mirror, from int64) (fillerRecord, error) {
+	leader, err := mir.leader(p.ctx, p.key, false)
+	if err != nil {
+		return fillerRecord{}, err
+	}
+	for offset := from; ; {
+		records, _, _, err := mir.fetchOnce(p.ctx, leader, p.key, offset, p.m.cfg.partMax)
+		if err != nil {
+			return fillerRecord{}, err
+		}
+		progressed := false
+		for {
+			b, err := nextBatch(records)
+			if err != nil {
+				return fillerRecord{}, err
+			}
+			if b == nil {
+				break
+			}
+			records = records[len(b):]
+			if batchNext(b) <= offset {
+				continue
+			}
+			progressed = true
+			rb, err := parseBatch(b)
+			if err == nil {
+				err = checkBatch(b, &rb)
+			}
+			if err != nil {
+				return fillerRecord{}, err
+			}
+			if rb.Attributes&attrControl == 0 && liveAtOrAfter(b, &rb, offset) {
+				return firstLiveRecord(b, &rb, offset)
+			}
+			offset = batchNext(b)
+		}
+		if !progressed {
+			return fillerRecord{}, fmt.Errorf("%w (compaction hole before the transaction marker at offset %d)", errNoLiveRecord, from-1)
+		}
+	}
 }
 
 // newItem rewrites the batch raw (source offsets base.., n records of which
@@ -508,16 +585,24 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 			switch {
 			case action == actionSkip:
 				continue
-			case (action == actionTxn || action == actionMarker) && plan.pending():
-				return fmt.Errorf("%w (batch at offset %d of producer ID %d follows a compaction hole from offset %d)",
-					ErrTransactionHoles, rb.FirstOffset, rb.ProducerID, pl.next)
-			case action == actionTxn:
-				if err := p.submitTxnBatch(pl, b, &rb); err != nil {
+			case action == actionMarker:
+				if plan.pending() || rb.FirstOffset > cursor {
+					// Fill the hole before the marker first, with copies
+					// of the next live record after it.
+					next, err := p.liveAfter(mir, rb.FirstOffset+1)
+					if err != nil {
+						return err
+					}
+					if err := p.submitSteps(pl, plan.flushBefore(cursor, rb.FirstOffset, &next), &next); err != nil {
+						return err
+					}
+				}
+				if err := p.replayMarker(pl, b, &rb); err != nil {
 					return err
 				}
 				continue
-			case action == actionMarker:
-				if err := p.replayMarker(pl, b, &rb); err != nil {
+			case action == actionTxn && !plan.pending():
+				if err := p.submitTxnBatch(pl, b, rb.ProducerID, rb.FirstOffset, rb.NumRecords, 0, false); err != nil {
 					return err
 				}
 				continue
@@ -639,7 +724,7 @@ func (p *partition) fetchFirstBatch(mir *mirror, from int64) ([]byte, error) {
 		}
 		records = records[len(b):]
 	}
-	return nil, fmt.Errorf("%w (offset %d)", errNoLiveRecord, from)
+	return nil, fmt.Errorf("%w: no record at the source log start offset %d", errNoLiveRecord, from)
 }
 
 // resetFetch points fetching at offset, dropping anything fetched before.
@@ -715,7 +800,7 @@ func (p *partition) detach() {
 // isFatal reports whether err fails the partition (no automatic retry).
 func isFatal(err error) bool {
 	for _, target := range []error{
-		ErrCorruptBatch, ErrMessageFormat, ErrTransactionHoles, ErrTransactionAborted, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
+		ErrCorruptBatch, ErrMessageFormat, ErrTransactionAborted, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
 		ErrSourceRejected, ErrSourceClusterChanged, ErrSourceTopicRecreated,
 	} {
 		if errors.Is(err, target) {

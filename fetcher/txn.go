@@ -165,14 +165,17 @@ func (p *partition) beginTxn(tp *txnProducer) (*txnProducer, error) {
 	return tp, nil
 }
 
-// submitTxnBatch appends the transactional batch b in the destination
-// transaction of its source producer. Transactional batches are appended
-// one at a time: what is in flight lands first, then the batch, alone.
-func (p *partition) submitTxnBatch(pl *pipeline, b []byte, rb *kmsg.RecordBatch) error {
+// submitTxnBatch appends b, a transactional batch of source producer
+// srcPID holding the source offsets base..base+n-1 (n records, fillers of
+// them copies; rebuilt: a batch rebuilt with its holes filled), in the
+// destination transaction of that producer. Transactional batches are
+// appended one at a time: what is in flight lands first, then the batch,
+// alone.
+func (p *partition) submitTxnBatch(pl *pipeline, b []byte, srcPID, base int64, n, fillers int32, rebuilt bool) error {
 	if err := pl.waitIdle(); err != nil {
 		return err
 	}
-	tp, err := p.txnProducerFor(p.ctx, rb.ProducerID)
+	tp, err := p.txnProducerFor(p.ctx, srcPID)
 	if err != nil {
 		return err
 	}
@@ -181,8 +184,8 @@ func (p *partition) submitTxnBatch(pl *pipeline, b []byte, rb *kmsg.RecordBatch)
 	}
 	seq := tp.seq
 	rewriteBatch(b, tp.pid, tp.epoch, seq)
-	pl.submit(&appendItem{p: p, raw: b, base: rb.FirstOffset, last: rb.FirstOffset + int64(rb.LastOffsetDelta),
-		num: rb.NumRecords, seqNext: nextSequence(seq, rb.NumRecords), txn: tp})
+	pl.submit(&appendItem{p: p, raw: b, base: base, last: base + int64(n) - 1,
+		num: n, seqNext: nextSequence(seq, n), fillers: fillers, rebuilt: rebuilt, txn: tp})
 	return pl.waitIdle()
 }
 
