@@ -831,3 +831,51 @@ func TestSourceTopicRecreated(t *testing.T) {
 		t.Fatalf("%d records appended from a recreated topic", end)
 	}
 }
+
+// TestTransactionalIDFencedBetweenTransactions fences the destination
+// producer of a source producer while it has nothing open (as when its
+// transactional ID expired after transactional.id.expiration.ms): the
+// next transaction initializes the ID again and mirrors on.
+func TestTransactionalIDFencedBetweenTransactions(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"fence": 1})
+	ctx := context.Background()
+	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("fence-src"))
+	plain := e.producer(kgo.NoCompression())
+	txn := func(from int) {
+		t.Helper()
+		if err := src.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.ProduceSync(ctx, record("fence", 0, from), record("fence", 0, from+1)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		e.produce(plain, "fence", []int32{0}, from+2, 2, 2)
+	}
+	txn(0)
+	m := e.newManager()
+	startAll(t, m, "fence", []int32{0})
+	e.waitCaughtUp(m, "fence", []int32{0})
+
+	// Fence the destination producer: InitProducerID bumps its epoch.
+	ids, err := kadm.NewClient(e.dstCl).ListTransactions(ctx, nil, nil)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("destination transactional IDs %v: %v", ids, err)
+	}
+	id := ids.TransactionalIDs()[0]
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, 60000, -1, -1
+	if resp, err := req.RequestWith(ctx, e.dstCl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("fencing %s: %v %v", id, err, resp)
+	}
+
+	txn(10)
+	e.waitCaughtUp(m, "fence", []int32{0})
+	if st := m.Status(); len(st) != 1 || st[0].State != StateMirroring {
+		t.Fatalf("status after the fence: %+v", st)
+	}
+	e.compareRawBatches("fence", 0, 0)
+	e.compareTopic("fence")
+}

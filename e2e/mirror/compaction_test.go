@@ -28,13 +28,13 @@ type compactedDump struct {
 }
 
 // dumpPartition reads partition p of topic on c with kcat.
-func dumpPartition(t *testing.T, c *testbed.Cluster, topic string, p int32) compactedDump {
+func dumpPartition(t *testing.T, c *testbed.Cluster, topic string, p int32, extra ...string) compactedDump {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
 		"-o", "beginning", "-e", "-q", "-f", dumpFormat)
-	cmd := exec.CommandContext(ctx, "kcat", args...)
+	cmd := exec.CommandContext(ctx, "kcat", append(args, extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -164,9 +164,9 @@ func produceOverwrites(t *testing.T, topic string, keys, n, waves int, seed uint
 // record at its offset or a copy of the next live source record after it
 // (the destination's own compaction may have removed some); the tables
 // (latest value per key) are identical.
-func checkCompactedMirror(t *testing.T, topic string) (live, copies int) {
+func checkCompactedMirror(t *testing.T, topic string, extra ...string) (live, copies int) {
 	t.Helper()
-	src, dst := dumpPartition(t, env.Source, topic, 0), dumpPartition(t, env.Destination, topic, 0)
+	src, dst := dumpPartition(t, env.Source, topic, 0, extra...), dumpPartition(t, env.Destination, topic, 0, extra...)
 	for _, o := range dst.offsets {
 		i := sort.Search(len(src.offsets), func(i int) bool { return src.offsets[i] >= o })
 		if i == len(src.offsets) {
