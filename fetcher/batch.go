@@ -179,12 +179,6 @@ func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, erro
 	return rb, actionAppend, nil
 }
 
-// inTransaction reports whether rb is a transactional batch or a
-// transaction marker (control batch).
-func inTransaction(rb *kmsg.RecordBatch) bool {
-	return rb.Attributes&(attrTransactional|attrControl) != 0
-}
-
 // rewriteBatch turns the verified source batch b into the sidecar's own
 // idempotent batch, in place: producer ID, epoch and base sequence are
 // overwritten and the CRC32C recomputed. The base offset is set to 0 and the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -273,4 +275,78 @@ func TestCompactedTransactions(t *testing.T) {
 	}
 	live, copies := e.compareCompacted(topic)
 	t.Logf("destination: %d live records, %d copies, %d markers", live, copies, len(srcMarkers))
+}
+
+// TestFillersShareTheTransaction fills a compaction hole (an expired
+// tombstone) right before the records of a transaction that is open when
+// mirrored and then aborted: the fillers copy its first record, so they must
+// be appended in its destination transaction and be aborted with it,
+// invisible to read_committed consumers as the hole is on the source.
+func TestFillersShareTheTransaction(t *testing.T) {
+	const topic = "filler-txn"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	ctx := context.Background()
+	e.compactSource(topic)
+	plain := e.producer(kgo.NoCompression())
+	txn := e.producer(kgo.NoCompression(), kgo.TransactionalID("filler-txn"))
+	produce := func(cl *kgo.Client, key string, value []byte) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(plain, "k0", []byte("kept")) // 0
+	produce(plain, "k1", nil)            // 1: a tombstone, a hole once compacted
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce(txn, "k2", []byte("aborted")) // 2
+	e.src.Compact()
+	var layout []string
+	holeBeforeTxn := false
+	next := e.offsets(e.srcAdm, true, topic)[0]
+	for _, b := range e.rawBatches(e.src, e.srcCl, topic, 0, next) {
+		rb, _ := parseBatch(b)
+		layout = append(layout, fmt.Sprintf("%d..%d n=%d attrs=%#x", rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta), rb.NumRecords, rb.Attributes))
+		if rb.FirstOffset > next && rb.Attributes&attrTransactional != 0 {
+			holeBeforeTxn = true
+		}
+		next = batchNext(b)
+	}
+	if !holeBeforeTxn {
+		t.Fatalf("no compaction hole right before the transaction's batch: %v", layout)
+	}
+
+	m := e.newManager()
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0})
+	if err := txn.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	produce(plain, "k3", []byte("after")) // 4
+	e.waitCaughtUp(m, topic, []int32{0})
+
+	readCommitted := func(c *kfake.Cluster) []*kgo.Record {
+		cl := e.client(c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+		defer cl.Close()
+		var out []*kgo.Record
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		for pctx.Err() == nil && (len(out) == 0 || out[len(out)-1].Offset < 4) {
+			out = append(out, cl.PollFetches(pctx).Records()...)
+		}
+		return out
+	}
+	src, dst := readCommitted(e.src), readCommitted(e.dst)
+	var got, want []string
+	for _, r := range src {
+		want = append(want, fmt.Sprintf("%d %s=%s", r.Offset, r.Key, r.Value))
+	}
+	for _, r := range dst {
+		got = append(got, fmt.Sprintf("%d %s=%s", r.Offset, r.Key, r.Value))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed views differ:\nsource      %v\ndestination %v", want, got)
+	}
 }

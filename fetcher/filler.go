@@ -33,6 +33,13 @@ type fillerRecord struct {
 	Key       []byte // nil = null
 	Value     []byte // nil = null
 	Headers   []kmsg.Header
+	// InTxn is set when the record belongs to a source transaction, of
+	// source producer ProducerID: fillers that copy it are appended in
+	// that producer's destination transaction where they can, so that they
+	// share its outcome (copies of an aborted record stay invisible to
+	// read_committed consumers).
+	InTxn      bool
+	ProducerID int64
 }
 
 // firstLiveRecord decodes the batch b (parsed as rb, already checked) up to
@@ -65,7 +72,8 @@ func firstLiveRecord(b []byte, rb *kmsg.RecordBatch, from int64) (fillerRecord, 
 		if rb.Attributes&attrLogAppendTime != 0 {
 			ts = rb.MaxTimestamp
 		}
-		fr := fillerRecord{Offset: off, Timestamp: ts, Key: cloneNullable(rec.Key), Value: cloneNullable(rec.Value)}
+		fr := fillerRecord{Offset: off, Timestamp: ts, Key: cloneNullable(rec.Key), Value: cloneNullable(rec.Value),
+			InTxn: rb.Attributes&attrTransactional != 0, ProducerID: rb.ProducerID}
 		for _, h := range rec.Headers {
 			fr.Headers = append(fr.Headers, kmsg.Header{Key: h.Key, Value: cloneNullable(h.Value)})
 		}

@@ -56,7 +56,8 @@ func (h *holedBatch) firstLive() (fillerRecord, error) {
 	if h.rb.Attributes&attrLogAppendTime != 0 {
 		ts = h.rb.MaxTimestamp
 	}
-	fr := fillerRecord{Offset: h.rb.FirstOffset + int64(r.delta), Timestamp: ts}
+	fr := fillerRecord{Offset: h.rb.FirstOffset + int64(r.delta), Timestamp: ts,
+		InTxn: h.rb.Attributes&attrTransactional != 0, ProducerID: h.rb.ProducerID}
 	// The tail is key, value, headers: parse it back into a record.
 	var rec kmsg.Record
 	body := append([]byte{0, 0, 0}, r.tail...) // attributes, timestamp delta 0, offset delta 0

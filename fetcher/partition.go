@@ -333,7 +333,7 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 		p.log.Info("leading gap before a transaction marker: writing fillers",
 			zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start),
 			zap.Int64("filler-end-offset", target), zap.Int64("copied-offset", rec.Offset))
-		if err := p.submitFillers(pl, &rec, leo, target); err != nil {
+		if err := p.submitFillers(pl, &rec, leo, target, false); err != nil {
 			return 0, err
 		}
 		p.pendingDelete = start
@@ -354,7 +354,7 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 	p.log.Info("leading gap: writing fillers",
 		zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start),
 		zap.Int64("filler-end-offset", target), zap.Int64("copied-offset", rec.Offset))
-	if err := p.submitFillers(pl, &rec, leo, target); err != nil {
+	if err := p.submitFillers(pl, &rec, leo, target, false); err != nil {
 		return 0, err
 	}
 	p.pendingDelete = start
@@ -362,12 +362,21 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 }
 
 // submitFillers appends filler batches of copies of rec at the offsets
-// from..to-1.
-func (p *partition) submitFillers(pl *pipeline, rec *fillerRecord, from, to int64) error {
+// from..to-1; with inTxn, and rec in a source transaction, in the
+// destination transaction of rec's producer.
+func (p *partition) submitFillers(pl *pipeline, rec *fillerRecord, from, to int64, inTxn bool) error {
 	per := int64(rec.fillersPerBatch())
 	for off := from; off < to; {
 		n := min(per, to-off)
 		raw := buildFillerBatch(p.m.zst, rec, int(n))
+		if inTxn && rec.InTxn {
+			binary.BigEndian.PutUint16(raw[offAttributes:], binary.BigEndian.Uint16(raw[offAttributes:])|attrTransactional)
+			if err := p.submitTxnBatch(pl, raw, rec.ProducerID, off, int32(n), int32(n), false); err != nil {
+				return err
+			}
+			off += n
+			continue
+		}
 		if err := pl.waitRoom(); err != nil {
 			return err
 		}
@@ -390,13 +399,15 @@ func (p *partition) submitHoles(pl *pipeline, plan *holePlan, b []byte, rb *kmsg
 		p.log.Debug("compaction hole: waiting for the next live record",
 			zap.Int64("from", pl.next), zap.Int64("to", plan.end-1))
 	}
-	return p.submitSteps(pl, steps, next)
+	return p.submitSteps(pl, steps, next, -1)
 }
 
 // submitSteps submits planned steps in order; fillers copy next.
 // Transactional source batches, as they are or rebuilt, are appended in
-// their transaction; fillers never are.
-func (p *partition) submitSteps(pl *pipeline, steps []step, next *fillerRecord) error {
+// their transaction, and so are fillers copying a record of a transaction,
+// unless it is one of source producer marker's (-1: none), whose marker
+// follows them.
+func (p *partition) submitSteps(pl *pipeline, steps []step, next *fillerRecord, marker int64) error {
 	for _, s := range steps {
 		switch s.kind {
 		case stepBatch:
@@ -415,7 +426,7 @@ func (p *partition) submitSteps(pl *pipeline, steps []step, next *fillerRecord) 
 			p.log.Debug("compaction hole: writing fillers",
 				zap.Int64("from", s.base), zap.Int64("to", s.base+s.n-1), zap.Int64("fillers", s.n),
 				zap.Int64("copied-offset", s.fillerOf))
-			if err := p.submitFillers(pl, next, s.base, s.base+s.n); err != nil {
+			if err := p.submitFillers(pl, next, s.base, s.base+s.n, next.ProducerID != marker); err != nil {
 				return err
 			}
 		case stepRebuild:
@@ -593,7 +604,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 					if err != nil {
 						return err
 					}
-					if err := p.submitSteps(pl, plan.flushBefore(cursor, rb.FirstOffset, &next), &next); err != nil {
+					if err := p.submitSteps(pl, plan.flushBefore(cursor, rb.FirstOffset, &next), &next, rb.ProducerID); err != nil {
 						return err
 					}
 				}
