@@ -48,6 +48,7 @@ type cfg struct {
 	backoffMax   time.Duration
 	onState      func(PartitionStatus)
 	onNotLeader  func(Partition)
+	offsetMaps   OffsetMaps
 }
 
 func defaultCfg() cfg {
@@ -130,6 +131,10 @@ func OnStateChange(fn func(PartitionStatus)) Opt { return opt(func(c *cfg) { c.o
 // that partition (it is no longer in Status); the coordinator decides who
 // owns it now. Called from the same goroutine as OnStateChange.
 func OnNotLeader(fn func(Partition)) Opt { return opt(func(c *cfg) { c.onNotLeader = fn }) }
+
+// OffsetMapStore sets where translate-mode partitions keep their offset
+// maps (mirror.offsets=translate).
+func OffsetMapStore(s OffsetMaps) Opt { return opt(func(c *cfg) { c.offsetMaps = s }) }
 
 // validate checks every field and names each bad one.
 func (c *cfg) validate() error {

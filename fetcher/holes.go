@@ -190,6 +190,24 @@ func rebuildBatch(zst interface{ EncodeAll(src, dst []byte) []byte }, h *holedBa
 		}
 	}
 
+	return encodeBatch(zst, rb, records, rb.LastOffsetDelta, maxTS), copies, nil
+}
+
+// compactBatch returns the batch h with its holes removed: its live
+// records with offset deltas 0..n-1 (translate mode, DESIGN.md D2), the
+// source batch's attributes, timestamps and codec as in rebuildBatch.
+func compactBatch(zst interface{ EncodeAll(src, dst []byte) []byte }, h *holedBatch) []byte {
+	var records []byte
+	for i, r := range h.recs {
+		records = appendRecord(records, r.attrs, r.tsDelta, int32(i), r.tail)
+	}
+	return encodeBatch(zst, &h.rb, records, int32(len(h.recs))-1, h.rb.MaxTimestamp)
+}
+
+// encodeBatch compresses the plain records (offset deltas 0..lastDelta)
+// with rb's codec and puts them in a v2 batch with rb's attributes and
+// base timestamp and no producer (rewriteBatch sets it).
+func encodeBatch(zst interface{ EncodeAll(src, dst []byte) []byte }, rb *kmsg.RecordBatch, records []byte, lastDelta int32, maxTS int64) []byte {
 	attrs := rb.Attributes
 	codec := kgo.CompressionCodecType(attrs & attrCompression)
 	plain := records
@@ -223,16 +241,16 @@ func rebuildBatch(zst interface{ EncodeAll(src, dst []byte) []byte }, h *holedBa
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], math.MaxUint32)
 	b[offMagic] = 2
 	binary.BigEndian.PutUint16(b[offAttributes:], uint16(attrs))
-	binary.BigEndian.PutUint32(b[23:], uint32(rb.LastOffsetDelta))
+	binary.BigEndian.PutUint32(b[23:], uint32(lastDelta))
 	binary.BigEndian.PutUint64(b[27:], uint64(rb.FirstTimestamp))
 	binary.BigEndian.PutUint64(b[35:], uint64(maxTS))
 	binary.BigEndian.PutUint64(b[offProducerID:], math.MaxUint64) // -1
 	binary.BigEndian.PutUint16(b[offProducerEpch:], math.MaxUint16)
 	binary.BigEndian.PutUint32(b[offBaseSequence:], math.MaxUint32)
-	binary.BigEndian.PutUint32(b[57:], uint32(rb.LastOffsetDelta+1))
+	binary.BigEndian.PutUint32(b[57:], uint32(lastDelta+1))
 	b = append(b, records...)
 	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
-	return b, copies, nil
+	return b
 }
 
 // holePlan is what a stream has read from the source but not submitted,

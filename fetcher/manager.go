@@ -119,6 +119,10 @@ type MirrorSettings struct {
 	// must have: a topic deleted and recreated on the source under the
 	// same name fails its partitions with ErrSourceTopicRecreated.
 	TopicIDs map[string][16]byte
+	// TranslateOffsets selects translate mode (mirror.offsets=translate):
+	// no fillers, an offset map instead (see OffsetMaps). The Manager
+	// needs the OffsetMapStore option for it.
+	TranslateOffsets bool
 }
 
 // check validates s and fills in defaults.

@@ -32,6 +32,7 @@ type partition struct {
 	// Owned by the driver goroutine.
 	prod          producerState          // loaded from and saved to the Manager
 	txns          map[int64]*txnProducer // by source producer ID; looked up again by every runOnce
+	omap          []OffsetShift          // translate mode: the offset map, loaded by every runOnce
 	attempt       int                    // consecutive retriable failures
 	pendingDelete int64                  // DeleteRecords(this) once aligned; -1: none
 
@@ -44,6 +45,7 @@ type partition struct {
 	records int64
 	bytes   int64
 	fillers int64
+	shift   int64 // translate mode: source minus destination offset at the cursor
 	fetch   fetchState
 }
 
@@ -113,7 +115,7 @@ func (p *partition) status() PartitionStatus {
 func (p *partition) statusLocked() PartitionStatus {
 	lag := int64(-1)
 	if p.srcHW >= 0 && p.dstLEO >= 0 {
-		lag = max(0, p.srcHW-p.dstLEO)
+		lag = max(0, p.srcHW-p.dstLEO-p.shift)
 	}
 	return PartitionStatus{
 		Partition:               p.key,
@@ -199,7 +201,7 @@ func (p *partition) setSourceOffsets(hw, lso int64) {
 
 func (p *partition) updateLagLocked() {
 	if p.srcHW >= 0 && p.dstLEO >= 0 && p.state != StateStopped {
-		p.m.met.setLag(p.key, max(0, p.srcHW-p.dstLEO))
+		p.m.met.setLag(p.key, max(0, p.srcHW-p.dstLEO-p.shift))
 	}
 }
 
@@ -275,7 +277,19 @@ func (p *partition) runOnce() error {
 	pl := &pipeline{p: p, leo: leo, next: leo, seqAcked: p.prod.seq,
 		established: p.prod.established && time.Since(p.prod.lastAck) < producerStateGrace}
 	fetchFrom := leo
-	if leo < start {
+	if mir.settings.Load().TranslateOffsets {
+		if p.m.cfg.offsetMaps == nil {
+			return fmt.Errorf("%w: mirror %s translates offsets, but the data plane has no offset map store", ErrInvalidOption, p.key.Mirror)
+		}
+		if p.omap, err = p.m.cfg.offsetMaps.LoadOffsetMap(ctx, p.key); err != nil {
+			return fmt.Errorf("loading the offset map of %s: %w", p.key, err)
+		}
+		// No fillers: the cursor starts where the map puts the LEO, or at
+		// the source log start beyond it.
+		pl.translate = true
+		fetchFrom = max(sourceOffsetOf(p.omap, leo), start)
+		p.setShift(pl, fetchFrom)
+	} else if leo < start {
 		p.setState(StateLogTruncation, "")
 		fetchFrom, err = p.fillGap(pl, mir, leo, start)
 	}
@@ -589,9 +603,20 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 			}
 			pos += len(b)
 			cursor := plan.cursor(pl.next)
+			if pl.translate {
+				cursor = pl.next + pl.shift
+			}
 			rb, action, err := inspectBatch(b, cursor)
 			if err != nil {
 				return err
+			}
+			if pl.translate {
+				if action != actionSkip {
+					if err := p.submitTranslated(pl, b, &rb, action); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			switch {
 			case action == actionSkip:
@@ -608,7 +633,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 						return err
 					}
 				}
-				if err := p.replayMarker(pl, b, &rb); err != nil {
+				if err := p.replayMarker(pl, &rb, rb.FirstOffset); err != nil {
 					return err
 				}
 				continue

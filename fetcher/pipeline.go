@@ -42,6 +42,10 @@ type pipeline struct {
 	seqAcked int32         // sequence after the last confirmed batch
 	err      error         // the first append error; nothing more is submitted
 	failed   bool          // an append was sent and failed: the producer ID's state is unknown
+	// translate: mirror.offsets=translate; the source cursor is then
+	// next+shift (in exact mode source and destination offsets are equal).
+	translate bool
+	shift     int64
 
 	// established: the broker holds state for our producer ID on this
 	// partition (see room).

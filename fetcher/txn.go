@@ -191,11 +191,12 @@ func (p *partition) submitTxnBatch(pl *pipeline, b []byte, srcPID, base int64, n
 
 // replayMarker ends the destination transaction of the marker's source
 // producer with the marker's outcome and waits until the broker wrote the
-// marker, at the marker's source offset. A marker whose transaction has no
+// marker, at destination offset at (the marker's source offset, except in
+// translate mode). A marker whose transaction has no
 // records here (they were before the point mirroring started) ends an empty
 // transaction that holds only this partition, which writes the marker just
 // the same.
-func (p *partition) replayMarker(pl *pipeline, b []byte, rb *kmsg.RecordBatch) error {
+func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64) error {
 	if err := pl.waitIdle(); err != nil {
 		return err
 	}
@@ -203,9 +204,9 @@ func (p *partition) replayMarker(pl *pipeline, b []byte, rb *kmsg.RecordBatch) e
 	if err != nil {
 		return err
 	}
-	at := rb.FirstOffset
 	if pl.next != at {
-		return fmt.Errorf("%w: transaction marker at source offset %d, destination log end offset %d", ErrExactness, at, pl.next)
+		return fmt.Errorf("%w: transaction marker of source offset %d due at destination offset %d, destination log end offset %d",
+			ErrExactness, rb.FirstOffset, at, pl.next)
 	}
 	tp, err := p.txnProducerFor(p.ctx, rb.ProducerID)
 	if err != nil {
