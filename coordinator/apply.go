@@ -185,6 +185,12 @@ func (c AlterMirrorConfig) apply(s *State) Result {
 	if cfg == nil {
 		cfg = map[string]string{}
 	}
+	if _, set := c.Set[OffsetsKey]; (set || slices.Contains(c.Delete, OffsetsKey)) && len(s.TopicsOf(c.Name)) > 0 {
+		if v := c.Set[OffsetsKey]; !set || v != mirrorSetting(m, OffsetsKey) {
+			return fail(kerr.InvalidConfig, "%s of mirror %s cannot change once it has topics: the destination offsets of its topics follow it; "+
+				"create a new mirror for another mode", OffsetsKey, c.Name)
+		}
+	}
 	maps.Copy(cfg, c.Set)
 	for _, k := range c.Delete {
 		delete(cfg, k)

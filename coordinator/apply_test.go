@@ -166,6 +166,15 @@ func TestApplyAlterMirrorConfig(t *testing.T) {
 		{name: "set and delete one key", cmd: AlterMirrorConfig{Name: "m1", Set: map[string]string{"k": "v"}, Delete: []string{"k"}}, code: invalidRequest, msg: "both set and deleted"},
 		{name: "exclude as config", cmd: AlterMirrorConfig{Name: "m1", Set: map[string]string{ExcludeKey: "x"}}, code: invalidConfig, msg: "cannot be set directly"},
 		{name: "delete empty key", cmd: AlterMirrorConfig{Name: "m1", Delete: []string{""}}, code: invalidConfig, msg: "key is empty"},
+		{name: "offsets mode without topics", setup: []Command{CreateMirror{Name: "m3", Config: bootstrapConfig()}},
+			cmd: AlterMirrorConfig{Name: "m3", Set: map[string]string{OffsetsKey: "translate"}}},
+		{name: "offsets mode with topics", cmd: AlterMirrorConfig{Name: "m1", Set: map[string]string{OffsetsKey: "translate"}},
+			code: invalidConfig, msg: "cannot change once it has topics"},
+		{name: "offsets mode deleted with topics", setup: []Command{
+			CreateMirror{Name: "m3", Config: map[string]string{BootstrapServersKey: "src:9092", OffsetsKey: "translate"}},
+			StartTopics{Mirror: "m3", Topics: []StartTopic{{Name: "t", Partitions: 1}}}},
+			cmd: AlterMirrorConfig{Name: "m3", Delete: []string{OffsetsKey}}, code: invalidConfig, msg: "cannot change once it has topics"},
+		{name: "offsets mode set to its value with topics", cmd: AlterMirrorConfig{Name: "m1", Set: map[string]string{OffsetsKey: "exact"}}},
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/protocol"
 )
 
 // Keys of the consumer group offset sync.
@@ -63,9 +64,12 @@ func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*Mirror
 	return groupOffsetsToCommitLive(source, topics, hw, dest, nil)
 }
 
-// liveFunc returns the offset of the first live record at or after at on
-// the source (see fetcher.NextLiveOffset), or at when it does not apply.
-type liveFunc func(topic string, partition int32, at int64) int64
+// liveFunc maps a committed source offset at of a partition whose
+// destination high watermark is end to the destination offset to commit
+// before the clamp to end: the first live record at or after it for
+// compacted topics (see fetcher.NextLiveOffset), the translated offset in
+// translate mode, at itself where neither applies.
+type liveFunc func(topic string, partition int32, at, end int64) int64
 
 // groupOffsetsToCommitLive is groupOffsetsToCommit where live, if not nil,
 // moves each source offset to the first live source record at or after it
@@ -83,8 +87,8 @@ func groupOffsetsToCommitLive(source kadm.OffsetResponses, topics map[string]*Mi
 			return // destination high watermark unknown: next round
 		}
 		at := o.At
-		if live != nil && at < end {
-			at = live(o.Topic, o.Partition, at)
+		if live != nil {
+			at = live(o.Topic, o.Partition, at, end)
 		}
 		at = min(at, end)
 		if d, ok := dest.Lookup(o.Topic, o.Partition); ok && d.Err == nil && d.At == at {
@@ -97,7 +101,28 @@ func groupOffsetsToCommitLive(source kadm.OffsetResponses, topics map[string]*Mi
 
 // syncGroups copies the committed offsets of the mirror's consumer groups.
 func (r *metaSyncRound) syncGroups(ctx context.Context) (int, error) {
-	return syncGroupOffsetsLive(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics, r.src)
+	maps, err := r.s.offsetMaps(ctx, r.mirror)
+	if err != nil {
+		return 0, err
+	}
+	return syncGroupOffsetsLive(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics, r.src, maps)
+}
+
+// offsetMaps returns the offset maps of a translate-mode mirror's
+// partitions (DESIGN D2), nil for an exact-mode mirror.
+func (s *Service) offsetMaps(ctx context.Context, m *Mirror) (map[fetcher.Partition][]fetcher.OffsetShift, error) {
+	if mirrorSetting(m, OffsetsKey) != "translate" {
+		return nil, nil
+	}
+	states, err := s.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: m.Name})
+	if err != nil {
+		return nil, fmt.Errorf("offset maps of mirror %s (mirror.offsets=translate): %w", m.Name, err)
+	}
+	out := map[fetcher.Partition][]fetcher.OffsetShift{}
+	for p := range states {
+		out[p] = offsetMapOf(states, p)
+	}
+	return out, nil
 }
 
 // compactedLive returns a liveFunc for the compacted topics among names on
@@ -133,8 +158,8 @@ func compactedLive(ctx context.Context, log *zap.Logger, srcCl *kgo.Client, name
 		at    int64
 	}
 	seen := map[key]int64{}
-	return func(topic string, p int32, at int64) int64 {
-		if !compacted[topic] {
+	return func(topic string, p int32, at, end int64) int64 {
+		if !compacted[topic] || at >= end {
 			return at
 		}
 		k := key{topic, p, at}
@@ -159,13 +184,15 @@ func compactedLive(ctx context.Context, log *zap.Logger, srcCl *kgo.Client, name
 // identical on both sides, so they need no translation (but see
 // compactedLive). It returns the number of partition offsets committed.
 func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic) (int, error) {
-	return syncGroupOffsetsLive(ctx, log, m, src, dst, topics, nil)
+	return syncGroupOffsetsLive(ctx, log, m, src, dst, topics, nil, nil)
 }
 
 // syncGroupOffsetsLive is syncGroupOffsets that, given the source's client
 // srcCl, moves offsets of compacted topics out of compaction holes (see
-// compactedLive).
-func syncGroupOffsetsLive(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic, srcCl *kgo.Client) (int, error) {
+// compactedLive), or, for a translate-mode mirror (maps not nil),
+// translates them with the partitions' offset maps.
+func syncGroupOffsetsLive(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic,
+	srcCl *kgo.Client, maps map[fetcher.Partition][]fetcher.OffsetShift) (int, error) {
 	if len(topics) == 0 {
 		return 0, nil
 	}
@@ -217,6 +244,11 @@ func syncGroupOffsetsLive(ctx context.Context, log *zap.Logger, m *Mirror, src, 
 		hw[o.Topic][o.Partition] = o.Offset
 	})
 	live := compactedLive(ctx, log, srcCl, names)
+	if maps != nil {
+		live = func(topic string, p int32, at, _ int64) int64 {
+			return fetcher.TranslateOffset(maps[fetcher.Partition{Mirror: m.Name, Topic: topic, Partition: p}], at)
+		}
+	}
 	srcOffsets := src.FetchManyOffsets(ctx, writable...)
 	dstOffsets := dst.FetchManyOffsets(ctx, writable...)
 	items := 0
@@ -272,7 +304,12 @@ func (s *Service) finalGroupSync(ctx context.Context, m *Mirror, stopped []*Mirr
 			topics[t.Name] = t
 		}
 	}
-	n, err := syncGroupOffsetsLive(ctx, log, m, kadm.NewClient(src), kadm.NewClient(s.cfg.DestClient), topics, src)
+	maps, err := s.offsetMaps(ctx, m)
+	if err != nil {
+		log.Warn("no last group offset sync before the stop", zap.Error(err))
+		return
+	}
+	n, err := syncGroupOffsetsLive(ctx, log, m, kadm.NewClient(src), kadm.NewClient(s.cfg.DestClient), topics, src, maps)
 	if err != nil {
 		log.Warn("last group offset sync before the stop failed (the stop goes on)", zap.Int("offsets-committed", n), zap.Error(err))
 		return

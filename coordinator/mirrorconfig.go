@@ -27,6 +27,11 @@ const (
 	// (default 900000, Kafka's default transaction.max.timeout.ms). The
 	// destination brokers' transaction.max.timeout.ms must allow it.
 	TransactionTimeoutKey = "mirror.transaction.timeout.ms"
+	// OffsetsKey is mirror.offsets: "exact" (the default: destination
+	// offsets are the source's, compaction holes get fillers) or
+	// "translate" (no fillers; an offset map translates group offsets),
+	// DESIGN D2. It cannot change once the mirror has topics.
+	OffsetsKey = "mirror.offsets"
 )
 
 // mirrorKeys describes the mirror.* keys: default and a check of the value.
@@ -51,6 +56,12 @@ var mirrorKeys = map[string]struct {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1000 {
 			return fmt.Errorf("%q is not an interval in milliseconds >= 1000", v)
+		}
+		return nil
+	}},
+	OffsetsKey: {"exact", func(v string) error {
+		if v != "exact" && v != "translate" {
+			return fmt.Errorf("%q is not supported (expected exact or translate)", v)
 		}
 		return nil
 	}},
@@ -115,7 +126,8 @@ func IsSecretKey(key string) bool {
 // gives the source topic IDs of its topics.
 func dataPlaneSettings(st *State, m *Mirror) fetcher.MirrorSettings {
 	ms, _ := strconv.ParseInt(mirrorSetting(m, TransactionTimeoutKey), 10, 64)
-	out := fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID}
+	out := fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID,
+		TranslateOffsets: mirrorSetting(m, OffsetsKey) == "translate"}
 	for _, t := range st.TopicsOf(m.Name) {
 		if t.SourceTopicID != ([16]byte{}) && t.Status != TopicStopped {
 			if out.TopicIDs == nil {

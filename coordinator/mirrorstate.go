@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,19 +180,40 @@ func (c *stateCoordinator) write(ctx context.Context, r *protocol.WriteMirrorSta
 				rt.Partitions = append(rt.Partitions, res)
 				continue
 			}
-			v := statestore.PartitionState{
-				State: pd.State, PreviousState: pd.PreviousState, RetryAttempt: pd.RetryAttempt,
-				LastSourceOffset: pd.LastSourceOffset, WriterLeaderEpoch: pd.DestinationLeaderEpoch,
-				WriterBrokerID: -1, UpdatedMs: nowMs,
+			var v statestore.PartitionState
+			if pd.State == protocol.StateUnchanged {
+				// Offset shifts only: everything else stays.
+				v = prev
+				if !had {
+					v = statestore.PartitionState{State: statestore.StateUnknown, PreviousState: statestore.StateNotRecorded, LastSourceOffset: -1}
+				}
+				v.WriterLeaderEpoch, v.WriterBrokerID, v.UpdatedMs = max(v.WriterLeaderEpoch, pd.DestinationLeaderEpoch), -1, nowMs
+			} else {
+				v = statestore.PartitionState{
+					State: pd.State, PreviousState: pd.PreviousState, RetryAttempt: pd.RetryAttempt,
+					LastSourceOffset: pd.LastSourceOffset, WriterLeaderEpoch: pd.DestinationLeaderEpoch,
+					WriterBrokerID: -1, UpdatedMs: nowMs,
+				}
+				if pd.Reason != nil {
+					v.Reason = *pd.Reason
+				}
+				if had && v.PreviousState == statestore.StateNotRecorded && prev.State != v.State {
+					v.PreviousState = prev.State
+				}
+				if had && v.LastSourceOffset < 0 {
+					v.LastSourceOffset = prev.LastSourceOffset
+				}
 			}
-			if pd.Reason != nil {
-				v.Reason = *pd.Reason
+			// The offset map of a translate-mode partition grows at its end;
+			// shifts beyond the first new one were recorded for appends that
+			// failed and are replaced.
+			v.OffsetMap = slices.Clone(prev.OffsetMap)
+			if len(pd.OffsetMap) > 0 {
+				first := pd.OffsetMap[0].DestinationOffset
+				v.OffsetMap = slices.DeleteFunc(v.OffsetMap, func(s statestore.OffsetShift) bool { return s.DestinationOffset > first })
 			}
-			if had && v.PreviousState == statestore.StateNotRecorded && prev.State != v.State {
-				v.PreviousState = prev.State
-			}
-			if had && v.LastSourceOffset < 0 {
-				v.LastSourceOffset = prev.LastSourceOffset
+			for _, s := range pd.OffsetMap {
+				v.OffsetMap = append(v.OffsetMap, statestore.OffsetShift{SourceOffset: s.SourceOffset, DestinationOffset: s.DestinationOffset})
 			}
 			recs = append(recs, statestore.Record{Key: key, Value: &v})
 			rt.Partitions = append(rt.Partitions, res)
@@ -258,6 +280,9 @@ func (c *stateCoordinator) read(r *protocol.ReadMirrorStatesRequest) *protocol.R
 		rp.LastSourceOffset = v.LastSourceOffset
 		if v.Reason != "" {
 			rp.Reason = strPtr(v.Reason)
+		}
+		for _, s := range v.OffsetMap {
+			rp.OffsetMap = append(rp.OffsetMap, protocol.OffsetShift{SourceOffset: s.SourceOffset, DestinationOffset: s.DestinationOffset})
 		}
 		byTopic[k.Topic] = append(byTopic[k.Topic], rp)
 	}

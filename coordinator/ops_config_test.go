@@ -299,6 +299,7 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 		{GroupsIncludeKey, ".*", def, false},
 		{GroupsExcludeKey, "", def, false},
 		{TransactionTimeoutKey, "900000", def, false},
+		{OffsetsKey, "exact", def, false},
 		{"sasl.jaas.config", "<null>", dyn, true},
 	}
 	slices.SortFunc(want, func(a, b row) int { return strings.Compare(a.name, b.name) })

@@ -92,61 +92,75 @@ func (s *Service) flush(ctx context.Context) {
 // writeStates sends a WriteMirrorStates request to the mirror's
 // coordinator, locally when that is this sidecar.
 func (s *Service) writeStates(ctx context.Context, req *protocol.WriteMirrorStatesRequest) error {
+	_, err := s.writeStatesResp(ctx, req)
+	return err
+}
+
+// writeStatesResp is writeStates that also returns the response, with the
+// partitions' results.
+func (s *Service) writeStatesResp(ctx context.Context, req *protocol.WriteMirrorStatesRequest) (*protocol.WriteMirrorStatesResponse, error) {
 	coord := s.states.coordinatorOf(req.MirrorName)
 	var resp *protocol.WriteMirrorStatesResponse
 	switch {
 	case coord < 0:
-		return errNoCoordinator
+		return nil, errNoCoordinator
 	case coord == s.cfg.BrokerID:
 		resp = s.states.write(ctx, req, s.cfg.Now().UnixMilli())
 	default:
 		addr := s.adminAddr(coord)
 		if addr == "" {
-			return errNoCoordinator
+			return nil, errNoCoordinator
 		}
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		r, err := s.cfg.Peers.Do(wctx, addr, req)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		resp = r.(*protocol.WriteMirrorStatesResponse)
 	}
 	if resp.ErrorCode != 0 {
-		return protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage)
+		return nil, protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage)
 	}
-	return nil
+	return resp, nil
 }
 
 // readStates asks a mirror's coordinator for its persisted partition
-// states, keyed by partition.
+// states, keyed by partition; nil if it cannot be asked.
 func (s *Service) readStates(ctx context.Context, mirror string) map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition {
+	out, _ := s.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: mirror})
+	return out
+}
+
+// readStatesOf sends req to its mirror's coordinator and returns the
+// persisted states by partition.
+func (s *Service) readStatesOf(ctx context.Context, req *protocol.ReadMirrorStatesRequest) (map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition, error) {
 	if s.states == nil {
-		return nil
+		return nil, errNoCoordinator
 	}
-	req := &protocol.ReadMirrorStatesRequest{MirrorName: mirror}
+	mirror := req.MirrorName
 	var resp *protocol.ReadMirrorStatesResponse
 	coord := s.states.coordinatorOf(mirror)
 	switch {
 	case coord < 0:
-		return nil
+		return nil, errNoCoordinator
 	case coord == s.cfg.BrokerID:
 		resp = s.states.read(req)
 	default:
 		addr := s.adminAddr(coord)
 		if addr == "" {
-			return nil
+			return nil, errNoCoordinator
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		r, err := s.cfg.Peers.Do(rctx, addr, req)
 		if err != nil {
-			return nil
+			return nil, err
 		}
 		resp = r.(*protocol.ReadMirrorStatesResponse)
 	}
 	if resp.ErrorCode != 0 {
-		return nil
+		return nil, protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage)
 	}
 	out := map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition{}
 	for _, t := range resp.Topics {
@@ -154,7 +168,7 @@ func (s *Service) readStates(ctx context.Context, mirror string) map[fetcher.Par
 			out[fetcher.Partition{Mirror: mirror, Topic: t.Name, Partition: p.PartitionIndex}] = p
 		}
 	}
-	return out
+	return out, nil
 }
 
 // persistBoundary records PAUSED or STOPPED for every partition of topics,

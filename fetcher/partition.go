@@ -284,6 +284,7 @@ func (p *partition) runOnce() error {
 		if p.omap, err = p.m.cfg.offsetMaps.LoadOffsetMap(ctx, p.key); err != nil {
 			return fmt.Errorf("loading the offset map of %s: %w", p.key, err)
 		}
+		p.omap = validShifts(p.omap, leo)
 		// No fillers: the cursor starts where the map puts the LEO, or at
 		// the source log start beyond it.
 		pl.translate = true

@@ -59,6 +59,15 @@ func sourceOffsetOf(m []OffsetShift, dest int64) int64 {
 	return e.Source + (dest - e.Destination)
 }
 
+// validShifts returns the shifts of m that can describe a log ending at
+// destination offset leo: a shift recorded for a batch whose append then
+// failed lies beyond the log end offset, and the next append records the
+// shift anew.
+func validShifts(m []OffsetShift, leo int64) []OffsetShift {
+	i := sort.Search(len(m), func(i int) bool { return m[i].Destination > leo })
+	return m[:i]
+}
+
 // lastShift returns source minus destination offset after the last shift.
 func lastShift(m []OffsetShift) int64 {
 	if len(m) == 0 {

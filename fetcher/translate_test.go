@@ -149,3 +149,15 @@ func TestTranslateMode(t *testing.T) {
 	e.waitTranslated(m, topic)
 	check(false)
 }
+
+func TestValidShifts(t *testing.T) {
+	m := []OffsetShift{{20, 10}, {31, 20}, {40, 25}}
+	for _, tc := range []struct {
+		leo  int64
+		want int
+	}{{5, 0}, {10, 1}, {19, 1}, {20, 2}, {24, 2}, {25, 3}, {99, 3}} {
+		if got := validShifts(m, tc.leo); len(got) != tc.want {
+			t.Errorf("validShifts(leo %d) keeps %d shifts, want %d", tc.leo, len(got), tc.want)
+		}
+	}
+}

@@ -51,7 +51,13 @@ import "github.com/twmb/franz-go/pkg/kbin"
 //	        { "name": "Reason", "type": "string", "versions": "0+", "nullableVersions": "0+", "default": "null",
 //	          "taggedVersions": "0+", "tag": 2, "about": "Why the partition FAILED (sidemirror)." },
 //	        { "name": "LastSourceOffset", "type": "int64", "versions": "0+", "default": "-1",
-//	          "taggedVersions": "0+", "tag": 3, "about": "The stop boundary or last mirrored position (sidemirror)." }
+//	          "taggedVersions": "0+", "tag": 3, "about": "The stop boundary or last mirrored position (sidemirror)." },
+//	        { "name": "OffsetMap", "type": "[]OffsetShift", "versions": "0+",
+//	          "taggedVersions": "0+", "tag": 4,
+//	          "about": "The offset map of a translate-mode partition (sidemirror).", "fields": [
+//	          { "name": "SourceOffset", "type": "int64", "versions": "0+" },
+//	          { "name": "DestinationOffset", "type": "int64", "versions": "0+" }
+//	        ]}
 //	      ]}
 //	    ]}
 //	  ]
@@ -144,14 +150,15 @@ type ReadMirrorStatesResponseTopic struct {
 // ReadMirrorStatesResponsePartition is one partition's state. Use Default
 // for a value with the schema's defaults.
 type ReadMirrorStatesResponsePartition struct {
-	PartitionIndex   int32   `json:"partitionIndex"`
-	LastMirrorEpoch  int32   `json:"lastMirrorEpoch"` // -1 if none
-	State            int8    `json:"state"`           // D16 state code
-	ErrorCode        int16   `json:"errorCode"`
-	PreviousState    int8    `json:"previousState"`    // tag 0, default PreviousStateNotRecorded
-	RetryAttempt     int16   `json:"retryAttempt"`     // tag 1
-	Reason           *string `json:"reason"`           // tag 2, why FAILED
-	LastSourceOffset int64   `json:"lastSourceOffset"` // tag 3, -1 if unknown
+	PartitionIndex   int32         `json:"partitionIndex"`
+	LastMirrorEpoch  int32         `json:"lastMirrorEpoch"` // -1 if none
+	State            int8          `json:"state"`           // D16 state code
+	ErrorCode        int16         `json:"errorCode"`
+	PreviousState    int8          `json:"previousState"`    // tag 0, default PreviousStateNotRecorded
+	RetryAttempt     int16         `json:"retryAttempt"`     // tag 1
+	Reason           *string       `json:"reason"`           // tag 2, why FAILED
+	LastSourceOffset int64         `json:"lastSourceOffset"` // tag 3, -1 if unknown
+	OffsetMap        []OffsetShift `json:"offsetMap"`        // tag 4, translate mode
 }
 
 // Default sets the schema's defaults.
@@ -189,6 +196,9 @@ func (p *ReadMirrorStatesResponsePartition) appendTo(dst []byte) []byte {
 	if p.LastSourceOffset != -1 {
 		tw.add(3, kbin.AppendInt64(nil, p.LastSourceOffset))
 	}
+	if len(p.OffsetMap) > 0 {
+		tw.add(4, appendArray(nil, p.OffsetMap))
+	}
 	return tw.appendTo(dst)
 }
 
@@ -208,6 +218,8 @@ func (p *ReadMirrorStatesResponsePartition) readFrom(d *decoder) {
 			p.Reason = f.nullableString()
 		case 3:
 			p.LastSourceOffset = f.int64()
+		case 4:
+			p.OffsetMap = readArray[OffsetShift](f)
 		default:
 			return false
 		}

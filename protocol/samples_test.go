@@ -161,6 +161,8 @@ func sampleMessages() []Message {
 			Topics: []ReadMirrorStatesResponseTopic{{Name: "foo", Partitions: []ReadMirrorStatesResponsePartition{
 				{PartitionIndex: 1, LastMirrorEpoch: 5, State: 7, ErrorCode: 6, PreviousState: 2, RetryAttempt: 3, Reason: strp("batch at offset 7 is transactional"), LastSourceOffset: 7},
 				{PartitionIndex: 2, LastMirrorEpoch: 6, State: 4, ErrorCode: 1, PreviousState: 3, RetryAttempt: 1},
+				{PartitionIndex: 3, LastMirrorEpoch: -1, State: 2, PreviousState: 16, LastSourceOffset: -1,
+					OffsetMap: []OffsetShift{{SourceOffset: 20, DestinationOffset: 10}, {SourceOffset: 31, DestinationOffset: 20}}},
 			}}},
 		},
 
@@ -168,6 +170,8 @@ func sampleMessages() []Message {
 			MirrorName: "my-mirror",
 			Topics: []WriteMirrorStatesRequestTopic{{Name: "foo", Partitions: []WriteMirrorStatesRequestPartition{
 				{PartitionIndex: 3, LastMirrorEpoch: 9, State: 6, PreviousState: 5, RetryAttempt: 2, DestinationLeaderEpoch: 12, Reason: strp("corrupt batch"), LastSourceOffset: 44},
+				{PartitionIndex: 4, LastMirrorEpoch: -1, State: StateUnchanged, PreviousState: 16, DestinationLeaderEpoch: 3, LastSourceOffset: -1,
+					OffsetMap: []OffsetShift{{SourceOffset: 7, DestinationOffset: 5}}},
 			}}},
 			StoppedTopics: []string{"foo", "bar"},
 		},

@@ -10,8 +10,10 @@ import "github.com/twmb/franz-go/pkg/kbin"
 // and RetryAttempt (tag 1), which the KIP's request cannot carry although
 // ReadMirrorStates returns them, and DestinationLeaderEpoch (tag 2), the
 // writer's destination leader epoch, with which the coordinator fences stale
-// writers (DESIGN.md D6); Reason (tag 3), why a partition FAILED; and
-// LastSourceOffset (tag 4), the stop boundary.
+// writers (DESIGN.md D6); Reason (tag 3), why a partition FAILED;
+// LastSourceOffset (tag 4), the stop boundary; and OffsetMap (tag 5), offset
+// shifts of a translate-mode partition to add to its map (DESIGN.md D2). A
+// State of -1 (StateUnchanged) writes only the shifts.
 //
 //	{
 //	  "apiKey": 1009,
@@ -42,7 +44,13 @@ import "github.com/twmb/franz-go/pkg/kbin"
 //	          "about": "Why the partition FAILED, or null." },
 //	        { "name": "LastSourceOffset", "type": "int64", "versions": "0+", "default": "-1",
 //	          "taggedVersions": "0+", "tag": 4,
-//	          "about": "The next source offset to mirror (the destination log end offset), or -1." }
+//	          "about": "The next source offset to mirror (the destination log end offset), or -1." },
+//	        { "name": "OffsetMap", "type": "[]OffsetShift", "versions": "0+",
+//	          "taggedVersions": "0+", "tag": 5,
+//	          "about": "Offset shifts to add to the partition's offset map (translate mode).", "fields": [
+//	          { "name": "SourceOffset", "type": "int64", "versions": "0+" },
+//	          { "name": "DestinationOffset", "type": "int64", "versions": "0+" }
+//	        ]}
 //	      ]}
 //	    ]},
 //	    { "name": "StoppedTopics", "type": "[]string", "versions": "0+", "entityType": "topicName",
@@ -88,14 +96,15 @@ type WriteMirrorStatesRequestTopic struct {
 // WriteMirrorStatesRequestPartition is one partition's new state. Use
 // Default for a value with the schema's defaults.
 type WriteMirrorStatesRequestPartition struct {
-	PartitionIndex         int32   `json:"partitionIndex"`
-	LastMirrorEpoch        int32   `json:"lastMirrorEpoch"`        // -1 if none
-	State                  int8    `json:"state"`                  // D16 state code
-	PreviousState          int8    `json:"previousState"`          // tag 0, default PreviousStateNotRecorded
-	RetryAttempt           int16   `json:"retryAttempt"`           // tag 1
-	DestinationLeaderEpoch int32   `json:"destinationLeaderEpoch"` // tag 2, -1 if unknown
-	Reason                 *string `json:"reason"`                 // tag 3, why FAILED
-	LastSourceOffset       int64   `json:"lastSourceOffset"`       // tag 4, -1 if unknown
+	PartitionIndex         int32         `json:"partitionIndex"`
+	LastMirrorEpoch        int32         `json:"lastMirrorEpoch"`        // -1 if none
+	State                  int8          `json:"state"`                  // D16 state code
+	PreviousState          int8          `json:"previousState"`          // tag 0, default PreviousStateNotRecorded
+	RetryAttempt           int16         `json:"retryAttempt"`           // tag 1
+	DestinationLeaderEpoch int32         `json:"destinationLeaderEpoch"` // tag 2, -1 if unknown
+	Reason                 *string       `json:"reason"`                 // tag 3, why FAILED
+	LastSourceOffset       int64         `json:"lastSourceOffset"`       // tag 4, -1 if unknown
+	OffsetMap              []OffsetShift `json:"offsetMap"`              // tag 5
 }
 
 // Default sets the schema's defaults.
@@ -140,7 +149,34 @@ func (p *WriteMirrorStatesRequestPartition) appendTo(dst []byte) []byte {
 	if p.LastSourceOffset != -1 {
 		tw.add(4, kbin.AppendInt64(nil, p.LastSourceOffset))
 	}
+	if len(p.OffsetMap) > 0 {
+		tw.add(5, appendArray(nil, p.OffsetMap))
+	}
 	return tw.appendTo(dst)
+}
+
+// StateUnchanged as the State of a WriteMirrorStates partition writes only
+// its OffsetMap.
+const StateUnchanged int8 = -1
+
+// OffsetShift is one entry of a translate-mode partition's offset map:
+// source offset SourceOffset is at DestinationOffset, later ones follow one
+// for one up to the next shift.
+type OffsetShift struct {
+	SourceOffset      int64 `json:"sourceOffset"`
+	DestinationOffset int64 `json:"destinationOffset"`
+}
+
+func (s *OffsetShift) appendTo(dst []byte) []byte {
+	dst = kbin.AppendInt64(dst, s.SourceOffset)
+	dst = kbin.AppendInt64(dst, s.DestinationOffset)
+	return appendNoTags(dst)
+}
+
+func (s *OffsetShift) readFrom(d *decoder) {
+	s.SourceOffset = d.int64()
+	s.DestinationOffset = d.int64()
+	d.tags(nil)
 }
 
 func (p *WriteMirrorStatesRequestPartition) readFrom(d *decoder) {
@@ -160,6 +196,8 @@ func (p *WriteMirrorStatesRequestPartition) readFrom(d *decoder) {
 			p.Reason = f.nullableString()
 		case 4:
 			p.LastSourceOffset = f.int64()
+		case 5:
+			p.OffsetMap = readArray[OffsetShift](f)
 		default:
 			return false
 		}

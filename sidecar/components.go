@@ -91,6 +91,7 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 				svc.StateChanged(ps)
 			}
 		}),
+		fetcher.OffsetMapStore(offsetMaps{svc: &svc}),
 	)
 	if err != nil {
 		return nil, err
@@ -197,4 +198,24 @@ func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
 		}
 	}
 	return cc.KgoOpts()
+}
+
+// offsetMaps hands the data plane's offset map reads and writes to the
+// coordinator Service, which is created after the data plane.
+type offsetMaps struct{ svc **coordinator.Service }
+
+var errServiceNotReady = errors.New("sidecar: the coordinator service is not running yet")
+
+func (o offsetMaps) LoadOffsetMap(ctx context.Context, p fetcher.Partition) ([]fetcher.OffsetShift, error) {
+	if *o.svc == nil {
+		return nil, errServiceNotReady
+	}
+	return (*o.svc).LoadOffsetMap(ctx, p)
+}
+
+func (o offsetMaps) AppendOffsetShifts(ctx context.Context, p fetcher.Partition, shifts []fetcher.OffsetShift) error {
+	if *o.svc == nil {
+		return errServiceNotReady
+	}
+	return (*o.svc).AppendOffsetShifts(ctx, p, shifts)
 }
