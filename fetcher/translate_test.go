@@ -161,3 +161,69 @@ func TestValidShifts(t *testing.T) {
 		}
 	}
 }
+
+// TestTranslateModeTransactions mirrors a compacted source written with
+// transactions in translate mode: every marker lands at the destination
+// offset the map translates its source offset to, with the same outcome,
+// and the read_committed records are the source's.
+func TestTranslateModeTransactions(t *testing.T) {
+	const topic = "translated-txn"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	ctx := context.Background()
+	e.compactSource(topic)
+	txn := e.producer(kgo.SnappyCompression(), kgo.TransactionalID("translated-txn"))
+	rng := rand.New(rand.NewPCG(41, 42))
+	for i := range 30 {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for range 1 + rng.IntN(6) {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte{byte('a' + rng.IntN(5))}, Value: []byte{byte(i), byte(rng.IntN(256))}})
+		}
+		if err := txn.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		end := kgo.TryCommit
+		if i%3 == 1 {
+			end = kgo.TryAbort
+		}
+		if err := txn.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 {
+			e.produceOverwrites(rng, topic, 0, 8)
+		}
+	}
+	e.produceOverwrites(rng, topic, 0, 3)
+	e.src.Compact()
+	store := &memOffsetMaps{}
+	m := e.newManager(OffsetMapStore(store))
+	if err := m.SetMirrorSettings(testMirror, MirrorSettings{TranslateOffsets: true}); err != nil {
+		t.Fatal(err)
+	}
+	startAll(t, m, topic, []int32{0})
+	e.waitTranslated(m, topic)
+
+	omap := store.get(Partition{testMirror, topic, 0})
+	srcMarkers, dstMarkers := e.markers(e.src, e.srcCl, topic), e.markers(e.dst, e.dstCl, topic)
+	if len(srcMarkers) == 0 || len(srcMarkers) != len(dstMarkers) {
+		t.Fatalf("%d source markers, %d destination markers", len(srcMarkers), len(dstMarkers))
+	}
+	for off, commit := range srcMarkers {
+		d := TranslateOffset(omap, off)
+		if got, ok := dstMarkers[d]; !ok || got != commit {
+			t.Fatalf("source marker at %d (commit %v) translates to %d: destination marker there %v (present %v)", off, commit, d, got, ok)
+		}
+	}
+	src, dst := e.readAll(e.src, e.srcAdm, topic)[0], e.readAll(e.dst, e.dstAdm, topic)[0]
+	if len(src) != len(dst) {
+		t.Fatalf("%d source records, %d destination records", len(src), len(dst))
+	}
+	for i := range src {
+		if !sameBytes(src[i].Key, dst[i].Key) || !sameBytes(src[i].Value, dst[i].Value) || TranslateOffset(omap, src[i].Offset) != dst[i].Offset {
+			t.Fatalf("record %d: source %d %q=%q, destination %d %q=%q", i, src[i].Offset, src[i].Key, src[i].Value, dst[i].Offset, dst[i].Key, dst[i].Value)
+		}
+	}
+	t.Logf("%d records, %d markers, %d shifts", len(src), len(srcMarkers), len(omap))
+}
