@@ -338,31 +338,22 @@ func (p *partition) fillGap(pl *pipeline, mir *mirror, leo, start int64) (int64,
 		return 0, fmt.Errorf("%w: source batch %d..%d holds the source log start offset %d, destination log end offset %d",
 			ErrBatchStraddle, rb.FirstOffset, rb.FirstOffset+int64(rb.LastOffsetDelta), start, leo)
 	}
-	if rb.Attributes&attrControl != 0 {
+	var rec fillerRecord
+	switch {
+	case rb.Attributes&attrControl != 0:
 		// A transaction marker is no record to copy: the fillers up to it
 		// copy the next live record after it.
-		rec, err := p.liveAfter(mir, rb.FirstOffset+1)
-		if err != nil {
-			return 0, err
-		}
-		p.log.Info("leading gap before a transaction marker: writing fillers",
-			zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start),
-			zap.Int64("filler-end-offset", target), zap.Int64("copied-offset", rec.Offset))
-		if err := p.submitFillers(pl, &rec, leo, target, false); err != nil {
-			return 0, err
-		}
-		p.pendingDelete = start
-		return start, nil
-	}
-	if !liveAtOrAfter(b, &rb, start) {
+		rec, err = p.liveAfter(mir, rb.FirstOffset+1)
+	case !liveAtOrAfter(b, &rb, start):
 		// Compaction emptied the batch holding S from S on: the stream's
 		// hole plan fills up to the next live record once it is fetched.
 		p.log.Info("leading gap: no live record in the batch holding the source log start offset; filling with the next one",
 			zap.Int64("destination-log-end-offset", leo), zap.Int64("source-log-start-offset", start))
 		p.pendingDelete = start
 		return start, nil
+	default:
+		rec, err = firstLiveRecord(b, &rb, start)
 	}
-	rec, err := firstLiveRecord(b, &rb, start)
 	if err != nil {
 		return 0, err
 	}

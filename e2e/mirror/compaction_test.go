@@ -120,6 +120,22 @@ func innerHoleBatches(t *testing.T, topic string, p int32) (holed, empty int) {
 	return holed, empty
 }
 
+// eagerCompaction returns the configs of a compacted source topic whose
+// segments roll every 100 ms and whose cleaner runs as soon and as often
+// as it can, tombstones included.
+func eagerCompaction() map[string]*string {
+	str := func(s string) *string { return &s }
+	return map[string]*string{
+		"cleanup.policy":            str("compact"),
+		"segment.ms":                str("100"),
+		"segment.bytes":             str("1048576"),
+		"min.cleanable.dirty.ratio": str("0.01"),
+		"delete.retention.ms":       str("100"),
+		"min.compaction.lag.ms":     str("0"),
+		"max.compaction.lag.ms":     str("100"),
+	}
+}
+
 // produceOverwrites writes n records over keys key-0..key-(keys-1), every
 // 13th a tombstone, with one producer per codec (batches of at most 4 KiB, so
 // that compaction leaves holes inside many), in waves so that segments
@@ -227,16 +243,7 @@ func sumMetric(t *testing.T, name, mirror string) float64 {
 func TestCompaction(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, keys = "compaction", "compacted", 300
-	str := func(s string) *string { return &s }
-	createSourceTopic(t, topic, 1, map[string]*string{
-		"cleanup.policy":            str("compact"),
-		"segment.ms":                str("100"),
-		"segment.bytes":             str("1048576"),
-		"min.cleanable.dirty.ratio": str("0.01"),
-		"delete.retention.ms":       str("100"),
-		"min.compaction.lag.ms":     str("0"),
-		"max.compaction.lag.ms":     str("100"),
-	})
+	createSourceTopic(t, topic, 1, eagerCompaction())
 
 	// Overwrite until the cleaner has left holes between and inside batches.
 	var holes, runs int64

@@ -43,15 +43,7 @@ func sourceGaps(t *testing.T, topic string) int64 {
 func TestCompactedTransactions(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, keys = "compacted-txn", "compacted-txn", 40
-	str := func(s string) *string { return &s }
-	createSourceTopic(t, topic, 1, map[string]*string{
-		"cleanup.policy":            str("compact"),
-		"segment.ms":                str("100"),
-		"min.cleanable.dirty.ratio": str("0.01"),
-		"delete.retention.ms":       str("100"),
-		"min.compaction.lag.ms":     str("0"),
-		"max.compaction.lag.ms":     str("100"),
-	})
+	createSourceTopic(t, topic, 1, eagerCompaction())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	txn := newClient(t, env.Source, testbed.Admin, kgo.TransactionalID("e2e-compacted-txn"), kgo.DefaultProduceTopic(topic),

@@ -20,15 +20,7 @@ import (
 func TestTranslateMode(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, keys = "translate", "translated", 200
-	str := func(s string) *string { return &s }
-	createSourceTopic(t, topic, 1, map[string]*string{
-		"cleanup.policy":            str("compact"),
-		"segment.ms":                str("100"),
-		"min.cleanable.dirty.ratio": str("0.01"),
-		"delete.retention.ms":       str("100"),
-		"min.compaction.lag.ms":     str("0"),
-		"max.compaction.lag.ms":     str("100"),
-	})
+	createSourceTopic(t, topic, 1, eagerCompaction())
 	deadline := time.Now().Add(3 * time.Minute)
 	for wave := uint64(700); ; wave++ {
 		produceOverwrites(t, topic, keys, 3000, 3, wave)
