@@ -69,13 +69,24 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	defer src.Close()
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	topics, err := sourceTopics(sctx, src)
-	if err != nil {
-		return fail(kerr.BrokerNotAvailable.Code, "cannot list the topics of the source cluster at %s: %v", m.Config[BootstrapServersKey], err)
-	}
-	matched, missing, err := expandTopics(topics, patterns, r.ExcludePatterns)
-	if err != nil {
-		return fail(kerr.InvalidRequest.Code, "%v", err)
+	var (
+		matched []SourceTopic
+		missing []string
+	)
+	for attempt := 1; ; attempt++ {
+		topics, err := sourceTopics(sctx, src)
+		if err != nil {
+			return fail(kerr.BrokerNotAvailable.Code, "cannot list the topics of the source cluster at %s: %v", m.Config[BootstrapServersKey], err)
+		}
+		if matched, missing, err = expandTopics(topics, patterns, r.ExcludePatterns); err != nil {
+			return fail(kerr.InvalidRequest.Code, "%v", err)
+		}
+		// A topic created a moment ago may not be in the metadata of
+		// every source broker yet (one that just restarted, say): ask
+		// again for a few seconds before answering that it is missing.
+		if (len(matched) > 0 && len(missing) == 0) || attempt == 10 || !sleepCtx(sctx, 300*time.Millisecond) {
+			break
+		}
 	}
 	if len(matched) == 0 && len(missing) == 0 {
 		return fail(kerr.InvalidRequest.Code, "no source topic matches %s (after excluding %s)",

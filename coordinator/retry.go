@@ -12,6 +12,8 @@ import (
 // is restarted after a backoff, up to maxAutoRetries times; after that it
 // stays FAILED until an operator starts its topic again (--start), which
 // resets the count. A partition that reaches MIRRORING again starts over.
+// A permanent failure (fetcher.PartitionStatus.Permanent) is never retried
+// automatically.
 const (
 	maxAutoRetries   = 3
 	retryBackoffBase = 10 * time.Second
@@ -51,7 +53,7 @@ func (s *Service) retryFailed(now time.Time) {
 		switch {
 		case ps.State == fetcher.StateMirroring && r != nil:
 			delete(s.retries, p)
-		case ps.State == fetcher.StateFailed:
+		case ps.State == fetcher.StateFailed && !ps.Permanent:
 			if r == nil {
 				r = &retryState{}
 				s.retries[p] = r

@@ -150,7 +150,8 @@ const (
 // error says why it cannot be mirrored. A batch that starts after expected
 // (a hole between batches), has holes inside or is empty is actionHoles.
 // Transactional batches without holes are actionTxn; transaction markers
-// are actionMarker, also after a hole.
+// are actionMarker, also after a hole. A control batch the cleaner emptied
+// (it keeps the last batch of a producer, without its records) is a hole.
 func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, error) {
 	rb, err := parseBatch(b)
 	if err != nil {
@@ -169,7 +170,7 @@ func inspectBatch(b []byte, expected int64) (kmsg.RecordBatch, batchAction, erro
 	}
 	holes := rb.FirstOffset > expected || int64(rb.NumRecords) != int64(rb.LastOffsetDelta)+1
 	switch {
-	case rb.Attributes&attrControl != 0:
+	case rb.Attributes&attrControl != 0 && rb.NumRecords > 0:
 		return rb, actionMarker, nil // a hole before it is the caller's to fill
 	case holes:
 		return rb, actionHoles, nil

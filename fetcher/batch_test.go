@@ -178,6 +178,7 @@ func TestInspectBatch(t *testing.T) {
 		{"control", makeBatch(t, 100, 1, recs[:1], kgo.NoCompression(), attrControl|attrTransactional, -1), 100, actionMarker, nil, ""},
 		{"transactional after a gap", makeBatch(t, 100, 1, recs, kgo.NoCompression(), attrTransactional, -1), 98, actionHoles, nil, ""},
 		{"control after a gap", makeBatch(t, 100, 1, recs[:1], kgo.NoCompression(), attrControl|attrTransactional, -1), 99, actionMarker, nil, ""},
+		{"control batch emptied by the cleaner", makeBatch(t, 100, 1, nil, kgo.NoCompression(), attrControl|attrTransactional, 0), 100, actionHoles, nil, ""},
 		{"compaction holes inside", makeBatch(t, 100, 1, recs, kgo.NoCompression(), 0, 9), 100, actionHoles, nil, ""},
 		{"empty batch left by compaction", makeBatch(t, 100, 1, nil, kgo.NoCompression(), 0, 3), 100, actionHoles, nil, ""},
 		{"empty batch already there", makeBatch(t, 100, 1, nil, kgo.NoCompression(), 0, 3), 104, actionSkip, nil, ""},

@@ -212,7 +212,7 @@ func (e *testEnv) markers(c *kfake.Cluster, cl *kgo.Client, topic string) map[in
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if rb.Attributes&attrControl == 0 {
+		if rb.Attributes&attrControl == 0 || rb.NumRecords == 0 {
 			continue
 		}
 		commit, err := markerCommits(&rb)

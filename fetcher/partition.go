@@ -39,6 +39,7 @@ type partition struct {
 	mu      sync.Mutex // guards the fields below; taken after mirror.mu
 	state   State
 	lastErr string
+	perm    bool // FAILED for good: see PartitionStatus.Permanent
 	srcHW   int64
 	srcLSO  int64
 	dstLEO  int64
@@ -125,6 +126,7 @@ func (p *partition) statusLocked() PartitionStatus {
 		DestinationLogEndOffset: p.dstLEO,
 		Lag:                     lag,
 		LastError:               p.lastErr,
+		Permanent:               p.perm && p.state == StateFailed,
 		RecordsMirrored:         p.records,
 		BytesMirrored:           p.bytes,
 		FillerRecords:           p.fillers,
@@ -228,6 +230,9 @@ func (p *partition) run() {
 		case isFatal(err):
 			p.detach()
 			p.log.Error("partition failed", zap.Error(err))
+			p.mu.Lock()
+			p.perm = errors.Is(err, ErrTransactionAborted) || errors.Is(err, ErrExactness)
+			p.mu.Unlock()
 			p.setState(StateFailed, err.Error())
 			return
 		case errors.Is(err, errRealign):

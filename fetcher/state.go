@@ -70,6 +70,12 @@ type PartitionStatus struct {
 	// until appends succeed again.
 	LastError string
 
+	// Permanent is set on a FAILED partition that a restart would resume
+	// past something it cannot repair (a replayed transaction the
+	// destination aborted, another writer's records): only an operator
+	// should restart it.
+	Permanent bool
+
 	// RecordsMirrored and BytesMirrored count source records and batch
 	// bytes appended by this Manager (rebuilt batches count their live
 	// records and all their bytes); FillerRecords counts filler records

@@ -318,8 +318,9 @@ func txnFenced(err error, tp *txnProducer) error {
 	for _, fenced := range []*kerr.Error{kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.InvalidTxnState,
 		kerr.InvalidProducerIDMapping, kerr.TransactionalIDNotFound, kerr.TransactionAbortable} {
 		if errors.Is(err, fenced) {
-			return fmt.Errorf("%w: transaction %s: %w (did it stay open longer than the destination's transaction.max.timeout.ms?)",
-				ErrTransactionAborted, tp, err)
+			return fmt.Errorf("%w: transaction %s: %w (did it stay open longer than mirror.transaction.timeout.ms?); "+
+				"its records may be aborted on the destination while the source commits them: --start resumes after it, "+
+				"re-creating the topic restores it", ErrTransactionAborted, tp, err)
 		}
 	}
 	return err

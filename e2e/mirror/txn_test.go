@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
@@ -41,8 +42,8 @@ func markersOf(t *testing.T, c *testbed.Cluster, topic string, p int32) map[int6
 // then from the record count on.
 func markerType(t *testing.T, b rawBatch) (marker, commit bool) {
 	t.Helper()
-	if b.content[1]&0x20 == 0 {
-		return false, false
+	if b.content[1]&0x20 == 0 || binary.BigEndian.Uint32(b.content[22:26]) == 0 {
+		return false, false // not a control batch, or one the cleaner emptied
 	}
 	var r kmsg.Record
 	if err := r.ReadFrom(b.content[26:]); err != nil || len(r.Key) != 4 {
@@ -399,5 +400,15 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 	}
 	if m := markersOf(t, env.Destination, topic, 0); len(m) != 1 || m[10] {
 		t.Fatalf("destination markers %v, want only the destination's own ABORT at offset 10", m)
+	}
+	// No automatic retry: it would resume past the marker it cannot
+	// repair (the first one comes 10 s after the failure).
+	time.Sleep(13 * time.Second)
+	for _, tp := range describe(t, mirror).Topics {
+		for _, pd := range tp.Partitions {
+			if pd.State != "FAILED" {
+				t.Fatalf("%s-%d is %s after the automatic retry backoff, want FAILED until an operator restarts it", topic, pd.PartitionIndex, pd.State)
+			}
+		}
 	}
 }

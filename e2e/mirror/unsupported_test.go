@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
 )
 
-// TestUnsupportedBatchFailsOnlyItsPartition moves the source log start of
-// partition 0 onto a transaction marker, which cannot be mirrored (leading
-// fillers copy a live record; a marker is none). Partition 0 must go FAILED
-// with a reason saying so, with nothing written, while partition 1 mirrors
-// completely; --start restarts the FAILED partition.
+// TestUnsupportedBatchFailsOnlyItsPartition makes one partition of two
+// unmirrorable: a source transaction on partition 0 stays open longer than
+// the mirror's destination transaction timeout, so the destination aborts
+// the replayed transaction and the source's COMMIT can no longer be placed.
+// Partition 0 must go FAILED with a reason saying so, while partition 1
+// mirrors completely; --start restarts the FAILED partition.
 func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic = "unsup", "unsup"
@@ -24,8 +24,9 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	plain := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	for p := range int32(2) {
-		recs := make([]*kgo.Record, 100)
+	produce := func(p int32, n int) {
+		t.Helper()
+		recs := make([]*kgo.Record, n)
 		for i := range recs {
 			recs[i] = &kgo.Record{Partition: p, Value: []byte("plain")}
 		}
@@ -33,27 +34,18 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	txn := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("e2e-unsup"))
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("in a transaction")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produce(0, 100)
+	produce(1, 100)
+	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config",
+		mirrorConfigFile(t, map[string]string{"mirror.transaction.timeout.ms": "3000"}))
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	txn := openSourceTxn(t, "e2e-unsup", topic, 1, 10) // partition 0 only
+	waitFor(t, time.Minute, "the open transaction to be replayed", func() bool { return len(openMirrorTxns(t, mirror)) == 1 })
+	waitFor(t, time.Minute, "the destination to abort it", func() bool { return len(openMirrorTxns(t, mirror)) == 0 })
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	// Offsets 0..99 plain, 100 the transaction's record, 101 its marker.
-	adm := kadm.NewClient(newClient(t, env.Source, testbed.Admin))
-	off := kadm.Offsets{}
-	off.Add(kadm.Offset{Topic: topic, Partition: 0, At: 101})
-	if resp, err := adm.DeleteRecords(ctx, off); err != nil || resp.Error() != nil {
-		t.Fatalf("DeleteRecords: %v %v", err, resp.Error())
-	}
-
-	createMirror(t, mirror)
-	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	produce(1, 50)
 	var reason string
 	waitFor(t, 2*time.Minute, "partition 0 to fail and partition 1 to catch up", func() bool {
 		states := map[int32]string{}
@@ -71,15 +63,15 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 		}
 		return states[0] == "FAILED" && states[1] == "MIRRORING" && lag1 == 0
 	})
-	if !strings.Contains(reason, "transaction marker") || !strings.Contains(reason, "101") {
-		t.Fatalf("partition 0 FAILED with %q, want a reason naming the transaction marker at offset 101", reason)
+	if !strings.Contains(reason, "aborted or fenced") {
+		t.Fatalf("partition 0 FAILED with %q, want a reason naming the destination's abort", reason)
 	}
-	dst := endOffsets(t, env.Destination, topic)
-	if dst[0] != 0 {
-		t.Fatalf("destination partition 0 ends at %d, want 0: nothing may be written", dst[0])
+	// The destination's own ABORT sits where the source has its COMMIT.
+	if src, dst := markersOf(t, env.Source, topic, 0), markersOf(t, env.Destination, topic, 0); !src[110] || len(dst) != 1 || dst[110] {
+		t.Fatalf("markers: source %v, destination %v; want COMMIT and ABORT at offset 110", src, dst)
 	}
-	if src := endOffsets(t, env.Source, topic); dst[1] != src[1] {
-		t.Fatalf("partition 1: destination ends at %d, source at %d", dst[1], src[1])
+	if src, dst := endOffsets(t, env.Source, topic), endOffsets(t, env.Destination, topic); dst[1] != src[1] || src[1] != 150 {
+		t.Fatalf("partition 1: destination ends at %d, source at %d, want 150", dst[1], src[1])
 	}
 	// The table shows the reason under the FAILED row.
 	out := mustCLI(t, "--describe", "--mirror", mirror)
