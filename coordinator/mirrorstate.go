@@ -61,21 +61,9 @@ func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
 		c.n = n
 		c.mu.Unlock()
 	}
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(statestore.TopicName)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.cl)
+	leaders, err := c.currentLeaders(ctx)
 	if err != nil {
-		return fmt.Errorf("metadata of %s: %w", statestore.TopicName, err)
-	}
-	leaders := map[int32]int32{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if kerr.ErrorForCode(p.ErrorCode) == nil {
-				leaders[p.Partition] = p.Leader
-			}
-		}
+		return err
 	}
 	c.mu.Lock()
 	c.leaders = leaders
@@ -117,6 +105,47 @@ func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// currentLeaders asks the destination for the leaders of the state
+// topic's partitions.
+func (c *stateCoordinator) currentLeaders(ctx context.Context) (map[int32]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(statestore.TopicName)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", statestore.TopicName, err)
+	}
+	leaders := map[int32]int32{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if kerr.ErrorForCode(p.ErrorCode) == nil {
+				leaders[p.Partition] = p.Leader
+			}
+		}
+	}
+	return leaders, nil
+}
+
+// stillLeads checks with fresh metadata that this sidecar's broker still
+// leads state partition p before a write: a coordinator whose broker lost
+// the partition (it died, say) must not write beside its successor, which
+// loaded the partition without the stale coordinator's later writes. If it
+// no longer leads, the partition is forgotten.
+func (c *stateCoordinator) stillLeads(ctx context.Context, p int32) bool {
+	leaders, err := c.currentLeaders(ctx)
+	if err == nil && leaders[p] == c.brokerID {
+		return true
+	}
+	c.mu.Lock()
+	if err == nil {
+		c.leaders = leaders
+	}
+	delete(c.loaded, p)
+	c.mu.Unlock()
+	return false
 }
 
 func (c *stateCoordinator) partitions() int32 {
@@ -221,6 +250,12 @@ func (c *stateCoordinator) write(ctx context.Context, r *protocol.WriteMirrorSta
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if len(recs) == 0 {
+		return resp
+	}
+	if !c.stillLeads(ctx, p) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorMessage = strPtr(fmt.Sprintf("this sidecar no longer coordinates mirror %s", r.MirrorName))
+		resp.Topics = nil
 		return resp
 	}
 	if err := c.store.Write(ctx, p, recs); err != nil {

@@ -131,9 +131,14 @@ func TestStatesSurviveRestarts(t *testing.T) {
 		t.Fatalf("resume printed %q", out)
 	}
 	want["persist-b-0"], want["persist-b-1"] = "MIRRORING", "MIRRORING"
+	var got map[string]string
 	waitFor(t, 2*time.Minute, "the new coordinator to record the resumed states", func() bool {
-		got, _ := stateDump(t, mirror)
-		return equalStates(got, want)
+		got, _ = stateDump(t, mirror)
+		if !equalStates(got, want) {
+			t.Logf("__mirror_state holds %v, want %v", got, want)
+			return false
+		}
+		return true
 	})
 	if err := env.Destination.StartStopped(ctx); err != nil {
 		t.Fatal(err)
