@@ -199,21 +199,32 @@ var ErrNoAuthorizer = errors.New("coordinator: the destination cluster has no au
 // wildcard ones (pattern type MATCH). ErrNoAuthorizer when there is no
 // authorizer.
 func (d *Destination) topicACLs(ctx context.Context, topic string) ([]ACL, error) {
+	acls, err := describeACLs(ctx, d.cl, aclResourceTopic, &topic, aclPatternMatch)
+	if err != nil && !errors.Is(err, ErrNoAuthorizer) {
+		return nil, fmt.Errorf("coordinator: describe ACLs of %s: %w", topic, err)
+	}
+	return acls, err
+}
+
+// describeACLs lists the ACLs of cl's cluster for resources of
+// resourceType named name (nil: any) with the given pattern type filter.
+// ErrNoAuthorizer when the cluster has no authorizer.
+func describeACLs(ctx context.Context, cl *kgo.Client, resourceType int8, name *string, pattern int8) ([]ACL, error) {
 	req := kmsg.NewPtrDescribeACLsRequest()
-	req.ResourceType = kmsg.ACLResourceType(aclResourceTopic)
-	req.ResourceName = kmsg.StringPtr(topic)
-	req.ResourcePatternType = kmsg.ACLResourcePatternType(aclPatternMatch)
+	req.ResourceType = kmsg.ACLResourceType(resourceType)
+	req.ResourceName = name
+	req.ResourcePatternType = kmsg.ACLResourcePatternType(pattern)
 	req.Operation = kmsg.ACLOperation(aclOperationAny)
 	req.PermissionType = kmsg.ACLPermissionType(aclPermissionAny)
-	resp, err := req.RequestWith(ctx, d.cl)
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: describe ACLs of %s: %w", topic, err)
+		return nil, err
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		if errors.Is(err, kerr.SecurityDisabled) {
 			return nil, ErrNoAuthorizer
 		}
-		return nil, fmt.Errorf("coordinator: describe ACLs of %s: %w", topic, err)
+		return nil, err
 	}
 	var out []ACL
 	for _, r := range resp.Resources {

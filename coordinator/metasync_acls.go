@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -19,31 +17,7 @@ const aclResourceGroup int8 = 3
 // given resource type. A cluster without an authorizer has none
 // (ErrNoAuthorizer).
 func literalACLs(ctx context.Context, cl *kgo.Client, resourceType int8) ([]ACL, error) {
-	req := kmsg.NewPtrDescribeACLsRequest()
-	req.ResourceType = kmsg.ACLResourceType(resourceType)
-	req.ResourcePatternType = kmsg.ACLResourcePatternType(aclPatternLiteral)
-	req.Operation = kmsg.ACLOperation(aclOperationAny)
-	req.PermissionType = kmsg.ACLPermissionType(aclPermissionAny)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		if errors.Is(err, kerr.SecurityDisabled) {
-			return nil, ErrNoAuthorizer
-		}
-		return nil, err
-	}
-	var out []ACL
-	for _, r := range resp.Resources {
-		for _, a := range r.ACLs {
-			out = append(out, ACL{
-				ResourceType: int8(r.ResourceType), ResourceName: r.ResourceName, PatternType: int8(r.ResourcePatternType),
-				Principal: a.Principal, Host: a.Host, Operation: int8(a.Operation), Permission: int8(a.PermissionType),
-			})
-		}
-	}
-	return out, nil
+	return describeACLs(ctx, cl, resourceType, nil, aclPatternLiteral)
 }
 
 // aclPlan is what the ACL sync does: create and delete on the destination,
