@@ -56,14 +56,6 @@ func groupWritable(state string, listed bool) bool {
 	return !listed || state == "Empty" || state == "Dead"
 }
 
-// groupOffsetsToCommit picks, from a group's source offsets, those of the
-// given topics' partitions, clamped to the destination high watermarks, with
-// committed leader epoch -1 (destination epochs differ from the source's),
-// dropping those the destination already has.
-func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*MirrorTopic, hw map[string]map[int32]int64, dest kadm.OffsetResponses) kadm.Offsets {
-	return groupOffsetsToCommitLive(source, topics, hw, dest, nil)
-}
-
 // liveFunc maps a committed source offset at of a partition whose
 // destination high watermark is end to the destination offset to commit
 // before the clamp to end: the first live record at or after it for
@@ -71,10 +63,12 @@ func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*Mirror
 // translate mode, at itself where neither applies.
 type liveFunc func(topic string, partition int32, at, end int64) int64
 
-// groupOffsetsToCommitLive is groupOffsetsToCommit where live, if not nil,
-// moves each source offset to the first live source record at or after it
-// (compacted topics), before the clamp and the comparison.
-func groupOffsetsToCommitLive(source kadm.OffsetResponses, topics map[string]*MirrorTopic, hw map[string]map[int32]int64,
+// groupOffsetsToCommit picks, from a group's source offsets, those of the
+// given topics' partitions, mapped by live (if not nil, see liveFunc),
+// clamped to the destination high watermarks, with committed leader epoch
+// -1 (destination epochs differ from the source's), dropping those the
+// destination already has.
+func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*MirrorTopic, hw map[string]map[int32]int64,
 	dest kadm.OffsetResponses, live liveFunc) kadm.Offsets {
 	out := kadm.Offsets{}
 	source.Each(func(o kadm.OffsetResponse) {
@@ -105,7 +99,7 @@ func (r *metaSyncRound) syncGroups(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return syncGroupOffsetsLive(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics, r.src, maps)
+	return syncGroupOffsets(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics, r.src, maps)
 }
 
 // offsetMaps returns the offset maps of a translate-mode mirror's
@@ -181,17 +175,12 @@ func compactedLive(ctx context.Context, log *zap.Logger, srcCl *kgo.Client, name
 // committed offsets on topics to the destination (DESIGN D10): only for
 // groups without active members on the destination, clamped to the
 // destination high watermark, committed leader epoch -1. Offsets are
-// identical on both sides, so they need no translation (but see
-// compactedLive). It returns the number of partition offsets committed.
-func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic) (int, error) {
-	return syncGroupOffsetsLive(ctx, log, m, src, dst, topics, nil, nil)
-}
-
-// syncGroupOffsetsLive is syncGroupOffsets that, given the source's client
-// srcCl, moves offsets of compacted topics out of compaction holes (see
-// compactedLive), or, for a translate-mode mirror (maps not nil),
-// translates them with the partitions' offset maps.
-func syncGroupOffsetsLive(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic,
+// identical on both sides, except that, given the source's client srcCl,
+// offsets of compacted topics move out of compaction holes (see
+// compactedLive), and for a translate-mode mirror (maps not nil) they are
+// translated with the partitions' offset maps. It returns the number of
+// partition offsets committed.
+func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic,
 	srcCl *kgo.Client, maps map[fetcher.Partition][]fetcher.OffsetShift) (int, error) {
 	if len(topics) == 0 {
 		return 0, nil
@@ -259,7 +248,7 @@ func syncGroupOffsetsLive(ctx context.Context, log *zap.Logger, m *Mirror, src, 
 			errs = append(errs, fmt.Errorf("offsets of source group %s: %w", g, so.Err))
 			continue
 		}
-		commit := groupOffsetsToCommitLive(so.Fetched, topics, hw, dstOffsets[g].Fetched, live)
+		commit := groupOffsetsToCommit(so.Fetched, topics, hw, dstOffsets[g].Fetched, live)
 		if len(commit) == 0 {
 			continue
 		}
@@ -309,7 +298,7 @@ func (s *Service) finalGroupSync(ctx context.Context, m *Mirror, stopped []*Mirr
 		log.Warn("no last group offset sync before the stop", zap.Error(err))
 		return
 	}
-	n, err := syncGroupOffsetsLive(ctx, log, m, kadm.NewClient(src), kadm.NewClient(s.cfg.DestClient), topics, src, maps)
+	n, err := syncGroupOffsets(ctx, log, m, kadm.NewClient(src), kadm.NewClient(s.cfg.DestClient), topics, src, maps)
 	if err != nil {
 		log.Warn("last group offset sync before the stop failed (the stop goes on)", zap.Int("offsets-committed", n), zap.Error(err))
 		return

@@ -38,14 +38,14 @@ func TestGroupOffsetsOutOfHoles(t *testing.T) {
 	topics := map[string]*MirrorTopic{"c": {Name: "c", Partitions: 4}}
 	hw := map[string]map[int32]int64{"c": {0: 100, 1: 100, 2: 100, 3: 100}}
 	dest := resp(kadm.Offset{Topic: "c", Partition: 1, At: 12, LeaderEpoch: -1})
-	got := groupOffsetsToCommitLive(source, topics, hw, dest, lookup)
+	got := groupOffsetsToCommit(source, topics, hw, dest, lookup)
 	want := kadm.Offsets{"c": {
 		0: {Topic: "c", Partition: 0, At: 9, LeaderEpoch: -1},
 		2: {Topic: "c", Partition: 2, At: 100, LeaderEpoch: -1},
 		3: {Topic: "c", Partition: 3, At: 100, LeaderEpoch: -1},
 	}}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("groupOffsetsToCommitLive:\n got %+v\nwant %+v", got, want)
+		t.Fatalf("groupOffsetsToCommit:\n got %+v\nwant %+v", got, want)
 	}
 	for _, p := range asked {
 		if p == 3 {

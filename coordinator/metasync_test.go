@@ -156,7 +156,7 @@ func TestGroupOffsetsToCommit(t *testing.T) {
 	hw := map[string]map[int32]int64{"t": {0: 100, 1: 100, 2: 100}}
 	dest := kadm.OffsetResponses{}
 	add(dest, "t", 2, 30, -1)
-	got := groupOffsetsToCommit(source, topics, hw, dest)
+	got := groupOffsetsToCommit(source, topics, hw, dest, nil)
 	want := kadm.Offsets{"t": {
 		0: {Topic: "t", Partition: 0, At: 50, LeaderEpoch: -1},
 		1: {Topic: "t", Partition: 1, At: 100, LeaderEpoch: -1},
@@ -229,7 +229,7 @@ func TestSyncGroupOffsets(t *testing.T) {
 
 	m := &Mirror{Name: "m", Config: map[string]string{GroupsExcludeKey: "tmp-.*"}}
 	topics := map[string]*MirrorTopic{"t": {Name: "t", Mirror: "m", Partitions: 2, Status: TopicActive}}
-	n, err := syncGroupOffsets(ctx, zap.NewNop(), m, srcAdm, dstAdm, topics)
+	n, err := syncGroupOffsets(ctx, zap.NewNop(), m, srcAdm, dstAdm, topics, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestSyncGroupOffsets(t *testing.T) {
 		t.Errorf("the group with an active member was overwritten: before %+v, after %+v", busyBefore, busyAfter)
 	}
 	// A second round has nothing to do.
-	if n, err := syncGroupOffsets(ctx, zap.NewNop(), m, srcAdm, dstAdm, topics); err != nil || n != 0 {
+	if n, err := syncGroupOffsets(ctx, zap.NewNop(), m, srcAdm, dstAdm, topics, nil, nil); err != nil || n != 0 {
 		t.Errorf("second round: %d commits, %v; want 0, nil", n, err)
 	}
 }
