@@ -2,7 +2,6 @@ package fetcher
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -138,8 +137,7 @@ func (p *partition) submitTranslated(pl *pipeline, b []byte, rb *kmsg.RecordBatc
 		return err
 	}
 	if rb.Attributes&attrTransactional != 0 {
-		pid := int64(binary.BigEndian.Uint64(b[offProducerID:]))
-		if err := p.submitTxnBatch(pl, raw, pid, pl.next, n, 0, rebuilt); err != nil {
+		if err := p.submitTxnBatch(pl, raw, rb.ProducerID, pl.next, n, 0, rebuilt); err != nil {
 			return err
 		}
 	} else {

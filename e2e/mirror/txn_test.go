@@ -216,6 +216,17 @@ func openMirrorTxns(t *testing.T, mirror string) []string {
 	return ids
 }
 
+// waitOpenTxnReplayed waits until the destination holds everything the
+// source has of topic and replays its open transaction in one open
+// destination transaction per partition.
+func waitOpenTxnReplayed(t *testing.T, mirror, topic string, partitions int, d time.Duration) {
+	t.Helper()
+	waitFor(t, d, "the open transaction to be replayed", func() bool {
+		return fmt.Sprint(endOffsets(t, env.Source, topic)) == fmt.Sprint(endOffsets(t, env.Destination, topic)) &&
+			len(openMirrorTxns(t, mirror)) == partitions
+	})
+}
+
 // openSourceTxn begins a transaction on the source that writes n records
 // to each partition of topic and leaves it open.
 func openSourceTxn(t *testing.T, id, topic string, partitions int32, n int) *kgo.Client {
@@ -253,10 +264,7 @@ func TestTransactionSurvivesSidecarKill(t *testing.T) {
 	waitCaughtUp(t, mirror, topic, 2*time.Minute)
 
 	src := openSourceTxn(t, "e2e-txn-kill", topic, partitions, 50)
-	waitFor(t, time.Minute, "the open transaction to be replayed", func() bool {
-		return fmt.Sprint(endOffsets(t, env.Source, topic)) == fmt.Sprint(endOffsets(t, env.Destination, topic)) &&
-			len(openMirrorTxns(t, mirror)) == partitions
-	})
+	waitOpenTxnReplayed(t, mirror, topic, partitions, time.Minute)
 	for _, s := range env.Sidecars.Sidecars() {
 		s.Kill()
 	}
@@ -306,10 +314,7 @@ func TestFailoverWithOpenTransaction(t *testing.T) {
 		defer cancel()
 		_ = src.EndTransaction(ctx, kgo.TryAbort)
 	}()
-	waitFor(t, 2*time.Minute, "the open transaction to be replayed", func() bool {
-		return fmt.Sprint(endOffsets(t, env.Source, topic)) == fmt.Sprint(endOffsets(t, env.Destination, topic)) &&
-			len(openMirrorTxns(t, mirror)) == partitions
-	})
+	waitOpenTxnReplayed(t, mirror, topic, partitions, 2*time.Minute)
 	before := committedEnds(t, env.Destination, topic)
 	for p := range int32(partitions) {
 		if before[p] != base[p] {
