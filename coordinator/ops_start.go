@@ -305,9 +305,9 @@ func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t Sou
 		if reseed {
 			return nil, nil, nothing("does not exist")
 		}
-		overrides, maxBytes, err := sourceTopicConfigs(ctx, src, t.Name)
+		overrides, maxBytes, err := listedTopicConfigs(ctx, src, t.Name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("configs of source topic %s: %w", t.Name, err)
+			return nil, nil, err
 		}
 		return nil, nil, s.cfg.Destination.CreateTopic(ctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes))
 	case ex.Partitions != t.Partitions:

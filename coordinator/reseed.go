@@ -75,7 +75,7 @@ func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf
 		return nil, err
 	}
 	// Everything that could fail before the deletion is done first.
-	overrides, maxBytes, err := sourceTopicConfigs(ctx, src, t.Name)
+	overrides, maxBytes, err := listedTopicConfigs(ctx, src, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("re-seeding topic %s: configs of the source topic: %w; nothing was copied or deleted", t.Name, err)
 	}

@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -93,6 +95,19 @@ func sourceTopicConfigs(ctx context.Context, cl *kgo.Client, topic string) (map[
 		}
 	}
 	return overrides, maxMessageBytes, nil
+}
+
+// listedTopicConfigs is sourceTopicConfigs for a topic the source's
+// Metadata just listed. DescribeConfigs may go to another broker, one that
+// has not seen the topic yet (it was created a moment ago, or the broker just
+// restarted), so UNKNOWN_TOPIC_OR_PARTITION is asked again for a few seconds.
+func listedTopicConfigs(ctx context.Context, cl *kgo.Client, topic string) (map[string]string, int64, error) {
+	for attempt := 1; ; attempt++ {
+		overrides, maxBytes, err := sourceTopicConfigs(ctx, cl, topic)
+		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) || attempt == 10 || !sleepCtx(ctx, 300*time.Millisecond) {
+			return overrides, maxBytes, err
+		}
+	}
 }
 
 // compilePatterns compiles topic patterns: names or regular expressions,
