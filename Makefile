@@ -45,14 +45,20 @@ lint:
 	$(GO) vet ./...
 	$(GOBIN)/staticcheck ./...
 
-# Shows that a failing end-to-end run leaves no Kafka JVM behind.
-# The failing run's output goes to bin/e2e-fail-check.log.
+# Shows that a failing end-to-end run leaves no Kafka JVM behind, for a
+# test that fails and for one that panics, both after the clusters started.
+# The failing runs' output goes to bin/e2e-fail-check-<mode>.log.
 e2e-fail-check:
 	@mkdir -p bin
-	@if SIDEMIRROR_E2E_FAIL_ON_PURPOSE=fail $(GO) test -count=1 -run 'TestFailOnPurpose' ./e2e/ >bin/e2e-fail-check.log 2>&1; then \
-		echo "the test that fails on purpose passed: see bin/e2e-fail-check.log"; exit 1; fi
-	@echo "a test failed on purpose midway (log: bin/e2e-fail-check.log)"
-	@bash scripts/check-no-java.sh
+	@for mode in fail panic; do \
+		log=bin/e2e-fail-check-$$mode.log; \
+		if SIDEMIRROR_E2E_FAIL_ON_PURPOSE=$$mode $(GO) test -count=1 -run 'TestFailOnPurpose' ./e2e/ >$$log 2>&1; then \
+			echo "the test that fails on purpose ($$mode) passed: see $$log"; exit 1; fi; \
+		if ! grep -q 'failing on purpose' $$log; then \
+			echo "the run that should fail on purpose ($$mode) failed for another reason: see $$log"; exit 1; fi; \
+		echo "a test failed on purpose midway ($$mode, log: $$log)"; \
+		bash scripts/check-no-java.sh || exit 1; \
+	done
 
 demo: setup build
 	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))

@@ -2,6 +2,7 @@
 # Succeeds once no live java process is left (zombies, already dead and
 # waiting for init to reap them, do not count); fails after 30 seconds.
 set -u
+command -v ps >/dev/null 2>&1 || { echo "ps not found (Debian package procps): cannot look for java processes" >&2; exit 1; }
 for _ in $(seq 150); do
 	live=$(ps -C java -o pid=,stat=,args= 2>/dev/null | awk '$2 !~ /^Z/')
 	if [ -z "$live" ]; then

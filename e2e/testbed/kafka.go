@@ -19,6 +19,10 @@ const DefaultKafkaVersion = "4.1.1"
 // logging to log4j2, as Kafka's own distribution does.
 const log4jSLF4JVersion = "2.24.3"
 
+// dependencyPlugin is the Maven plugin that copies Kafka's jars, its version
+// pinned so that every machine resolves the same way.
+const dependencyPlugin = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
 // KafkaVersion returns the Kafka version to run: KAFKA_VERSION or the default.
 func KafkaVersion() string {
 	if v := strings.TrimSpace(os.Getenv("KAFKA_VERSION")); v != "" {
@@ -106,7 +110,7 @@ func Resolve(ctx context.Context, version string, progress func(string)) (Distri
 	staging := filepath.Join(root, "libs.partial")
 	_ = os.RemoveAll(staging)
 	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom,
-		"dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory="+staging)
+		dependencyPlugin+":copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory="+staging)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return Distribution{}, fmt.Errorf("testbed: maven could not resolve org.apache.kafka:kafka_2.13:%s: %w\n%s", version, err, tail(string(out), 40))
