@@ -204,49 +204,70 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 			dt := protocol.DescribedTopic{TopicName: t.Name}
 			for p := range t.Partitions {
 				key := fetcher.Partition{Mirror: name, Topic: t.Name, Partition: p}
-				d, ok := rows[key]
-				if !ok || t.Status != TopicActive {
-					d = protocol.PartitionDetail{}
-					d.Default()
-					d.PartitionIndex = p
-					switch t.Status {
-					case TopicPaused:
-						d.State = fetcher.StatePaused.String()
-					case TopicStopped:
-						d.State = fetcher.StateStopped.String()
-					default:
-						d.State = fetcher.StateUnknown.String()
-						if ps, ok := persisted[key]; ok {
-							// Its owner is gone or not started yet: show
-							// what it last recorded.
-							d.State = stateName(ps.State)
-							d.LastError = ps.Reason
-						}
-						if len(unreachable) > 0 {
-							d.LastError = strPtr("no sidecar reports this partition; unreachable sidecars: " + strings.Join(unreachable, ", "))
-						}
-					}
+				row, reported := rows[key]
+				var last *protocol.ReadMirrorStatesResponsePartition
+				if ps, ok := persisted[key]; ok {
+					last = &ps
 				}
-				if fault := cmp.Or(t.SyncFault, m.SyncFault); fault != "" && t.Status == TopicActive {
-					// Halted by the metadata sync (DESIGN D10): not driven,
-					// and not to be mistaken for a stopped topic.
-					d.LastError = strPtr(fault)
-					if d.OwnerBrokerId < 0 {
-						d.State = fetcher.StateFailed.String()
-					}
-				} else if t.SyncFault != "" {
-					d.LastError = strPtr(t.SyncFault)
-				}
-				if t.Status == TopicActive && len(t.Diverged) > 0 {
-					d = divergedRow(t, p)
-				}
-				dt.Partitions = append(dt.Partitions, d)
+				dt.Partitions = append(dt.Partitions, partitionRow(m, t, p, row, reported, last, unreachable))
 			}
 			dm.Topics = append(dm.Topics, dt)
 		}
 		resp.Mirrors = append(resp.Mirrors, dm)
 	}
 	return resp
+}
+
+// partitionRow is the describe row of partition p of mirror topic t: the row
+// its sidecar reported (when reported), merged with the controller state,
+// the state last persisted in __mirror_state (nil if none) and the sidecars
+// that could not be asked.
+func partitionRow(m *Mirror, t *MirrorTopic, p int32, d protocol.PartitionDetail, reported bool,
+	persisted *protocol.ReadMirrorStatesResponsePartition, unreachable []string,
+) protocol.PartitionDetail {
+	switch {
+	case reported && t.Status == TopicPaused && d.State != fetcher.StateFailed.String():
+		// Paused, but a sidecar still appends to it: the in-flight
+		// appends are finishing.
+		d.State = fetcher.StatePausing.String()
+	case reported && t.Status == TopicStopped && d.State != fetcher.StateFailed.String():
+		d.State = fetcher.StateStopping.String()
+	case !reported || t.Status != TopicActive:
+		d = protocol.PartitionDetail{}
+		d.Default()
+		d.PartitionIndex = p
+		switch t.Status {
+		case TopicPaused:
+			d.State = fetcher.StatePaused.String()
+		case TopicStopped:
+			d.State = fetcher.StateStopped.String()
+		default:
+			d.State = fetcher.StateUnknown.String()
+			if persisted != nil {
+				// Its owner is gone or not started yet: show what it
+				// last recorded.
+				d.State = stateName(persisted.State)
+				d.LastError = persisted.Reason
+			}
+			if len(unreachable) > 0 {
+				d.LastError = strPtr("no sidecar reports this partition; unreachable sidecars: " + strings.Join(unreachable, ", "))
+			}
+		}
+	}
+	if fault := cmp.Or(t.SyncFault, m.SyncFault); fault != "" && t.Status == TopicActive {
+		// Halted by the metadata sync (DESIGN D10): not driven, and not to
+		// be mistaken for a stopped topic.
+		d.LastError = strPtr(fault)
+		if d.OwnerBrokerId < 0 {
+			d.State = fetcher.StateFailed.String()
+		}
+	} else if t.SyncFault != "" {
+		d.LastError = strPtr(t.SyncFault)
+	}
+	if t.Status == TopicActive && len(t.Diverged) > 0 {
+		d = divergedRow(t, p)
+	}
+	return d
 }
 
 // gatherRows collects the describe rows of every sidecar, itself included,
