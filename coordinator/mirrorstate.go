@@ -22,9 +22,12 @@ import (
 // (DESIGN D6): the coordinator of a mirror is the sidecar beside the leader
 // of partition PartitionFor(mirror) of __mirror_state. It loads each
 // partition its broker leads before serving it (COORDINATOR_LOAD_IN_PROGRESS
-// until then), answers ReadMirrorStates from memory, and writes
-// WriteMirrorStates through to the topic, fencing writers whose destination
-// leader epoch is older than the one recorded.
+// until then), and again when the partition's leader epoch changed since
+// (its broker lost the partition and got it back: a successor may have
+// written meanwhile). It answers ReadMirrorStates from memory and writes
+// WriteMirrorStates through its own broker only (statestore.WriteVia), so
+// that it cannot write once its broker lost the partition, fencing writers
+// whose destination leader epoch is older than the one recorded.
 type stateCoordinator struct {
 	store    *statestore.Store
 	cl       *kgo.Client
@@ -35,16 +38,21 @@ type stateCoordinator struct {
 	n       int32                                                  // partitions of __mirror_state, 0 until known
 	leaders map[int32]int32                                        // partition -> leader broker
 	loaded  map[int32]map[statestore.Key]statestore.PartitionState // partitions led here, loaded
+	epochs  map[int32]int32                                        // partition -> its leader epoch when loaded
 }
+
+// stateLeader is a state partition's leader and leader epoch.
+type stateLeader struct{ broker, epoch int32 }
 
 func newStateCoordinator(store *statestore.Store, cl *kgo.Client, brokerID int32, log *zap.Logger) *stateCoordinator {
 	return &stateCoordinator{store: store, cl: cl, brokerID: brokerID, log: log,
-		leaders: map[int32]int32{}, loaded: map[int32]map[statestore.Key]statestore.PartitionState{}}
+		leaders: map[int32]int32{}, loaded: map[int32]map[statestore.Key]statestore.PartitionState{}, epochs: map[int32]int32{}}
 }
 
 // refresh creates the topic once a mirror exists, learns its partitions'
-// leaders, loads the partitions this broker newly leads and forgets those it
-// no longer leads, and drops cached states of deleted mirrors.
+// leaders, loads the partitions this broker newly leads (or leads at a new
+// leader epoch) and forgets those it no longer leads, and drops cached
+// states of deleted mirrors.
 func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
 	if len(st.Mirrors) == 0 && c.partitions() == 0 {
 		return nil
@@ -66,18 +74,16 @@ func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
 		return err
 	}
 	c.mu.Lock()
-	c.leaders = leaders
-	var toLoad []int32
-	for p, l := range leaders {
-		if l == c.brokerID {
-			if _, ok := c.loaded[p]; !ok {
-				toLoad = append(toLoad, p)
-			}
+	c.setLeadersLocked(leaders)
+	for p := range c.loaded {
+		if l := leaders[p]; l.broker != c.brokerID || l.epoch != c.epochs[p] {
+			delete(c.loaded, p) // resigned, or led again after a successor: nothing stale survives
 		}
 	}
-	for p := range c.loaded {
-		if leaders[p] != c.brokerID {
-			delete(c.loaded, p) // resigned: nothing stale survives
+	var toLoad []int32
+	for p, l := range leaders {
+		if _, ok := c.loaded[p]; !ok && l.broker == c.brokerID {
+			toLoad = append(toLoad, p)
 		}
 	}
 	c.mu.Unlock()
@@ -88,8 +94,10 @@ func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
 			return fmt.Errorf("load %s-%d: %w", statestore.TopicName, p, err)
 		}
 		c.mu.Lock()
+		// Loaded after the leader epoch was learnt: if it changed during
+		// the load, the next refresh sees a new epoch and loads again.
 		if c.leaders[p] == c.brokerID {
-			c.loaded[p] = states
+			c.loaded[p], c.epochs[p] = states, leaders[p].epoch
 		}
 		c.mu.Unlock()
 		c.log.Info("coordinator partition loaded", zap.Int32("partition", p), zap.Int("records", len(states)),
@@ -107,9 +115,17 @@ func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
 	return nil
 }
 
-// currentLeaders asks the destination for the leaders of the state
-// topic's partitions.
-func (c *stateCoordinator) currentLeaders(ctx context.Context) (map[int32]int32, error) {
+// setLeadersLocked records the state partitions' leaders. c.mu is held.
+func (c *stateCoordinator) setLeadersLocked(leaders map[int32]stateLeader) {
+	c.leaders = make(map[int32]int32, len(leaders))
+	for p, l := range leaders {
+		c.leaders[p] = l.broker
+	}
+}
+
+// currentLeaders asks the destination for the leaders and leader epochs of
+// the state topic's partitions.
+func (c *stateCoordinator) currentLeaders(ctx context.Context) (map[int32]stateLeader, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(statestore.TopicName)
@@ -118,34 +134,43 @@ func (c *stateCoordinator) currentLeaders(ctx context.Context) (map[int32]int32,
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", statestore.TopicName, err)
 	}
-	leaders := map[int32]int32{}
+	leaders := map[int32]stateLeader{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if kerr.ErrorForCode(p.ErrorCode) == nil {
-				leaders[p.Partition] = p.Leader
+				leaders[p.Partition] = stateLeader{broker: p.Leader, epoch: p.LeaderEpoch}
 			}
 		}
 	}
 	return leaders, nil
 }
 
-// stillLeads checks with fresh metadata that this sidecar's broker still
-// leads state partition p before a write: a coordinator whose broker lost
-// the partition (it died, say) must not write beside its successor, which
-// loaded the partition without the stale coordinator's later writes. If it
-// no longer leads, the partition is forgotten.
+// stillLeads checks with fresh metadata, before a write, that this
+// sidecar's broker leads state partition p at the leader epoch it loaded
+// it at: a coordinator whose broker lost the partition and got it back must
+// not write from states that miss its successor's writes. If not, the
+// partition is forgotten (and loaded again by the next refresh). WriteVia
+// fences a broker that lost the partition on its own.
 func (c *stateCoordinator) stillLeads(ctx context.Context, p int32) bool {
 	leaders, err := c.currentLeaders(ctx)
-	if err == nil && leaders[p] == c.brokerID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && leaders[p].broker == c.brokerID && leaders[p].epoch == c.epochs[p] {
 		return true
 	}
-	c.mu.Lock()
 	if err == nil {
-		c.leaders = leaders
+		c.setLeadersLocked(leaders)
 	}
 	delete(c.loaded, p)
-	c.mu.Unlock()
 	return false
+}
+
+// forget drops state partition p after a write through this sidecar's
+// broker failed in a way that says it may no longer lead it.
+func (c *stateCoordinator) forget(p int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.loaded, p)
 }
 
 func (c *stateCoordinator) partitions() int32 {
@@ -258,13 +283,18 @@ func (c *stateCoordinator) write(ctx context.Context, r *protocol.WriteMirrorSta
 		resp.Topics = nil
 		return resp
 	}
-	if err := c.store.Write(ctx, p, recs); err != nil {
+	if err := c.store.WriteVia(ctx, c.brokerID, p, recs); err != nil {
 		resp.ErrorCode = kerr.UnknownServerError.Code
 		var ke *kerr.Error
 		if errors.As(err, &ke) {
 			resp.ErrorCode = ke.Code
 		}
+		if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch) {
+			c.forget(p)
+			resp.ErrorCode = kerr.NotCoordinator.Code
+		}
 		resp.ErrorMessage = strPtr(err.Error())
+		resp.Topics = nil
 		return resp
 	}
 	c.mu.Lock()

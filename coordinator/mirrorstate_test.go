@@ -18,7 +18,8 @@ import (
 // destination (one broker, ID 0): no answers before the topic's partitions
 // are known or loaded, writes fenced by the destination leader epoch,
 // states that a new coordinator loads from the topic, a coordinator whose
-// broker no longer leads the partition refusing to write, and tombstones.
+// broker no longer leads the partition, or leads it at a new leader epoch,
+// refusing to write, and tombstones.
 func TestStateCoordinator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -133,6 +134,29 @@ func TestStateCoordinator(t *testing.T) {
 	}
 	if _, state, _ := read(loaded()); state != statestore.StateFailed {
 		t.Fatalf("after the refused write the topic holds state %d, want FAILED", state)
+	}
+
+	// A coordinator whose broker leads the partition at another leader
+	// epoch than it loaded it at (it lost the partition and got it back)
+	// may miss its successor's writes: it forgets the partition and loads
+	// it again before it writes.
+	if resp := write(sc2, 7, statestore.StateMirroring, ""); resp.ErrorCode != 0 {
+		t.Fatalf("write at epoch 7: %+v", resp)
+	}
+	sc.mu.Lock()
+	sc.epochs[p]--
+	sc.mu.Unlock()
+	if resp := write(sc, 8, statestore.StatePaused, ""); resp.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("write to a coordinator loaded at an old leader epoch: %+v, want NOT_COORDINATOR", resp)
+	}
+	if code, _, _ := read(sc); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("read after the refused write: code %d, want COORDINATOR_LOAD_IN_PROGRESS", code)
+	}
+	if err := sc.refresh(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, state, _ := read(sc); state != statestore.StateMirroring {
+		t.Fatalf("after loading again the coordinator reads state %d, want its successor's MIRRORING", state)
 	}
 
 	// Deleting the mirror tombstones its states.

@@ -52,11 +52,13 @@ type Record struct {
 }
 
 // Store reads and writes __mirror_state on the destination cluster. Reads
-// (Load, NumPartitions) use the client given to New; writes use a producer
+// (Load, NumPartitions) use the client given to New. Write uses a producer
 // client of the store's own, cloned from it, that is idempotent, waits for
 // all in-sync replicas, does not linger and sends every record to the
-// partition the caller names. A Store is safe for concurrent use. Close it
-// when done; the given client stays the caller's.
+// partition the caller names; WriteVia, a mirror coordinator's fenced
+// write, sends one request to one broker with the given client. A Store is
+// safe for concurrent use. Close it when done; the given client stays the
+// caller's.
 type Store struct {
 	cfg    config
 	log    *zap.Logger

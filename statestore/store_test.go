@@ -291,36 +291,93 @@ func TestWriteLoad(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, cl := newCluster(t, 3)
-			s := newTopicStore(t, cl, 4)
-			const p = 2
-			for _, recs := range tc.writes {
-				write(t, s, p, recs...)
+		for _, via := range []bool{false, true} {
+			name := tc.name
+			if via {
+				name += " (WriteVia)"
 			}
-			end := endOffset(t, cl, p)
-			// The writer's own store, and a new coordinator's.
-			for _, loader := range []*Store{s, newStore(t, cl, NumPartitions(4))} {
-				got, next, err := loader.Load(testContext(t), p)
-				if err != nil {
-					t.Fatalf("Load: %v", err)
-				}
-				if !reflect.DeepEqual(got, tc.want) {
-					t.Errorf("Load = %+v\nwant   %+v", got, tc.want)
-				}
-				if next != end {
-					t.Errorf("Load next offset = %d, want the end offset %d", next, end)
-				}
-			}
-			for q := range int32(4) { // nothing went to another partition
-				if q == p {
-					continue
-				}
-				if got, _, err := s.Load(testContext(t), q); err != nil || len(got) != 0 {
-					t.Errorf("Load(%d) = %v, %v; want empty", q, got, err)
-				}
-			}
-		})
+			t.Run(name, func(t *testing.T) { testWriteLoad(t, tc.writes, tc.want, via) })
+		}
+	}
+}
+
+// testWriteLoad writes with Write, or with WriteVia through the partition's
+// leader, and checks what Load finds.
+func testWriteLoad(t *testing.T, writes [][]Record, want map[Key]PartitionState, via bool) {
+	_, cl := newCluster(t, 3)
+	s := newTopicStore(t, cl, 4)
+	const p = 2
+	leader := leaderOf(t, cl, p)
+	for _, recs := range writes {
+		if !via {
+			write(t, s, p, recs...)
+		} else if err := s.WriteVia(testContext(t), leader, p, recs); err != nil {
+			t.Fatalf("WriteVia: %v", err)
+		}
+	}
+	end := endOffset(t, cl, p)
+	// The writer's own store, and a new coordinator's.
+	for _, loader := range []*Store{s, newStore(t, cl, NumPartitions(4))} {
+		got, next, err := loader.Load(testContext(t), p)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Load = %+v\nwant   %+v", got, want)
+		}
+		if next != end {
+			t.Errorf("Load next offset = %d, want the end offset %d", next, end)
+		}
+	}
+	for q := range int32(4) { // nothing went to another partition
+		if q == p {
+			continue
+		}
+		if got, _, err := s.Load(testContext(t), q); err != nil || len(got) != 0 {
+			t.Errorf("Load(%d) = %v, %v; want empty", q, got, err)
+		}
+	}
+}
+
+// leaderOf returns the broker that leads partition p of the state topic.
+func leaderOf(t *testing.T, cl *kgo.Client, p int32) int32 {
+	t.Helper()
+	md, err := kadm.NewClient(cl).Metadata(testContext(t), TopicName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, ok := md.Topics[TopicName].Partitions[p]
+	if !ok {
+		t.Fatalf("no metadata of %s-%d", TopicName, p)
+	}
+	return pd.Leader
+}
+
+// TestWriteViaOnlyThroughTheLeader checks that WriteVia through a broker
+// that does not lead the partition fails with NOT_LEADER_OR_FOLLOWER and
+// writes nothing, also not through another broker.
+func TestWriteViaOnlyThroughTheLeader(t *testing.T) {
+	_, cl := newCluster(t, 3)
+	s := newTopicStore(t, cl, 4)
+	const p = 1
+	leader := leaderOf(t, cl, p)
+	other := (leader + 1) % 3
+	err := s.WriteVia(testContext(t), other, p, []Record{{PartitionStateKey("m", "a", 0), state(StateMirroring, 1)}})
+	if !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("WriteVia through broker %d, not the leader %d: %v; want NOT_LEADER_OR_FOLLOWER", other, leader, err)
+	}
+	if end := endOffset(t, cl, p); end != 0 {
+		t.Fatalf("end offset %d after a refused WriteVia, want 0", end)
+	}
+	if err := s.WriteVia(testContext(t), leader, p, nil); err != nil {
+		t.Fatalf("WriteVia of nothing: %v", err)
+	}
+	if err := s.WriteVia(testContext(t), leader, p, []Record{{Key: Key{Type: TypePartitionState, Topic: "a"}}}); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("WriteVia of a key without a mirror: %v, want ErrInvalidRecord", err)
+	}
+	s.Close()
+	if err := s.WriteVia(testContext(t), leader, p, []Record{{PartitionStateKey("m", "a", 0), nil}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WriteVia after Close: %v, want ErrClosed", err)
 	}
 }
 
