@@ -32,7 +32,9 @@ var codecs = []struct {
 
 // varietyRecord returns record i of a mixed workload: null keys and values
 // now and then, zero to three headers, values mostly small with an empty
-// one, and every 4,000th record a large value of up to 900 KB.
+// one, every 997th record a value of 1 to 32 KB and every 4,001st a large
+// one of 100 to 900 KB. The strides are prime to the number of codecs, so
+// produceVariety's producers each get values of every size.
 func varietyRecord(rng *rand.Rand, i int) *kgo.Record {
 	r := &kgo.Record{}
 	if i%17 != 0 {
@@ -42,8 +44,10 @@ func varietyRecord(rng *rand.Rand, i int) *kgo.Record {
 	case i%19 == 0: // null value
 	case i%23 == 0:
 		r.Value = []byte{}
-	case i%4000 == 0:
-		r.Value = printable(rng, 100_000+(i/4000%9)*100_000) // 100 KB .. 900 KB
+	case i%4001 == 0:
+		r.Value = printable(rng, 100_000+(i/4001%9)*100_000) // 100 KB .. 900 KB
+	case i%997 == 0:
+		r.Value = printable(rng, 1_000+rng.IntN(31_000)) // 1 KB .. 32 KB
 	default:
 		r.Value = printable(rng, rng.IntN(200))
 	}

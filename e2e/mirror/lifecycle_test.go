@@ -3,6 +3,9 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +36,10 @@ func partitionStates(t *testing.T, mirror, topic string) (map[int32]string, int6
 	return states, lag
 }
 
-func allIn(states map[int32]string, want string) bool {
+// allIn reports whether states is not empty and each state is one of want.
+func allIn(states map[int32]string, want ...string) bool {
 	for _, s := range states {
-		if s != want {
+		if !slices.Contains(want, s) {
 			return false
 		}
 	}
@@ -247,9 +251,19 @@ func TestFailoverWithSourceDown(t *testing.T) {
 	if !allIn(states, "STOPPED") || len(states) != 4 {
 		t.Fatalf("states %v, want 4 partitions STOPPED", states)
 	}
-	waitFor(t, 30*time.Second, "alice to be able to write", func() bool { return aliceWrite(t, topic) == nil })
-	if dst := sumValues(endOffsets(t, env.Destination, topic)); dst < 5001 {
-		t.Fatalf("destination holds %d records after a write, want 5000 mirrored plus 1", dst)
+	// Writable: alice writes one record to every partition.
+	before := endOffsets(t, env.Destination, topic)
+	for p := range int32(4) {
+		waitFor(t, 30*time.Second, fmt.Sprintf("alice to be able to write to %s-%d", topic, p), func() bool { return aliceWriteTo(t, topic, p) == nil })
+	}
+	after := endOffsets(t, env.Destination, topic)
+	for p := range int32(4) {
+		if after[p] != before[p]+1 {
+			t.Fatalf("partition %d holds %d records after alice's write, want %d", p, after[p], before[p]+1)
+		}
+	}
+	if sumValues(before) != 5000 {
+		t.Fatalf("destination held %d records at the failover, want the 5000 mirrored", sumValues(before))
 	}
 	if err := env.Source.StartStopped(ctx); err != nil {
 		t.Fatal(err)
@@ -262,8 +276,9 @@ func TestDiscovery(t *testing.T) {
 	dumpLogs(t)
 	const mirror = "disc"
 	createSourceTopic(t, "disc-a", 1, nil)
+	const refresh = 5 * time.Second
 	out := mustCLI(t, "--create", "--mirror", mirror, "--mirror-config",
-		mirrorConfigFile(t, map[string]string{"mirror.metadata.refresh.interval.ms": "2000"}))
+		mirrorConfigFile(t, map[string]string{"mirror.metadata.refresh.interval.ms": strconv.FormatInt(refresh.Milliseconds(), 10)}))
 	if out != "Created mirror disc\n" {
 		t.Fatalf("create printed %q", out)
 	}
@@ -271,15 +286,18 @@ func TestDiscovery(t *testing.T) {
 	// The excluded topic comes first: the discovery pass that finds disc-b
 	// has seen it too.
 	createSourceTopic(t, "disc-skip-me", 1, nil)
-	createSourceTopic(t, "disc-b", 2, nil)
-	produceVariety(t, env.Source, "disc-b", 500, 14)
 	start := time.Now()
-	waitFor(t, 30*time.Second, "disc-b to be discovered", func() bool {
+	createSourceTopic(t, "disc-b", 2, nil)
+	// Mirrored within two refresh intervals of its creation: started, with
+	// both partitions driven by a sidecar.
+	waitFor(t, 2*refresh, "disc-b to be discovered and mirrored", func() bool {
 		states, _ := partitionStates(t, mirror, "disc-b")
-		return len(states) == 2
+		return len(states) == 2 && allIn(states, "MIRRORING", "LOG_TRUNCATION")
 	})
-	t.Logf("disc-b discovered %v after its creation", time.Since(start).Round(time.Millisecond))
+	t.Logf("disc-b mirrored %v after its creation (refresh interval %v)", time.Since(start).Round(time.Millisecond), refresh)
+	produceVariety(t, env.Source, "disc-b", 500, 14)
 	waitCaughtUp(t, mirror, "disc-b", time.Minute)
+	compareAll(t, "disc-b", 2)
 	if states, _ := partitionStates(t, mirror, "disc-skip-me"); len(states) != 0 {
 		t.Fatalf("excluded topic disc-skip-me is mirrored: %v", states)
 	}

@@ -131,21 +131,38 @@ func run(ctx context.Context, backlog int, duration time.Duration) error {
 		if err != nil {
 			return err
 		}
-		if lagged == 0 || time.Now().After(deadline) {
+		if lagged == 0 {
 			break
+		}
+		if time.Now().After(deadline) {
+			_ = cli("--describe", "--mirror", mirror)
+			return fmt.Errorf("the destination still lags %d records behind the source 2 minutes after the producer stopped", lagged)
 		}
 	}
 	if err := cli("--describe", "--mirror", mirror); err != nil {
 		return err
 	}
-	written := seq.Load()
-	say(fmt.Sprintf("%d records written to the source", written))
-	out, err := exec.CommandContext(ctx, "kcat", append(env.Destination.KcatArgs(testbed.Alice),
-		"-C", "-t", topic, "-e", "-q", "-f", "%o\n")...).Output()
-	if err != nil {
-		return fmt.Errorf("kcat: %w", err)
+	count := func(c *testbed.Cluster, user testbed.User) (int, error) {
+		out, err := exec.CommandContext(ctx, "kcat", append(c.KcatArgs(user),
+			"-C", "-t", topic, "-e", "-q", "-f", "%o\n")...).Output()
+		if err != nil {
+			return 0, fmt.Errorf("kcat: %w", err)
+		}
+		return strings.Count(string(out), "\n"), nil
 	}
-	say(fmt.Sprintf("kcat reads %d records from the destination as user alice", strings.Count(string(out), "\n")))
+	onSource, err := count(env.Source, testbed.Admin)
+	if err != nil {
+		return err
+	}
+	say(fmt.Sprintf("kcat reads %d records from the source", onSource))
+	onDest, err := count(env.Destination, testbed.Alice)
+	if err != nil {
+		return err
+	}
+	say(fmt.Sprintf("kcat reads %d records from the destination as user alice", onDest))
+	if onDest != onSource {
+		return fmt.Errorf("the destination holds %d records, the source %d", onDest, onSource)
+	}
 	dst, err := env.Destination.NewClient(testbed.Alice, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1))
 	if err != nil {
 		return err
