@@ -209,89 +209,91 @@ func TestBinary(t *testing.T) {
 		}
 	})
 
-	t.Run("run until SIGTERM", func(t *testing.T) {
-		dataDir := filepath.Join(t.TempDir(), "data")
-		cfg := writeConfig(t, strings.Join([]string{
-			"local.broker.id=1",
-			"local.bootstrap.servers=127.0.0.1:9092",
-			"data.dir=" + dataDir,
-			"admin.listener=127.0.0.1:0",
-			"raft.listener=127.0.0.1:0",
-			"http.listener=127.0.0.1:0",
-			"destination.security.protocol=SASL_PLAINTEXT",
-			`destination.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="sm" password="hunter2-secret";`,
-		}, "\n"))
-		cmd := exec.Command(bin, "run", "--config", cfg)
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run("run until "+map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig], func(t *testing.T) {
+			dataDir := filepath.Join(t.TempDir(), "data")
+			cfg := writeConfig(t, strings.Join([]string{
+				"local.broker.id=1",
+				"local.bootstrap.servers=127.0.0.1:9092",
+				"data.dir=" + dataDir,
+				"admin.listener=127.0.0.1:0",
+				"raft.listener=127.0.0.1:0",
+				"http.listener=127.0.0.1:0",
+				"destination.security.protocol=SASL_PLAINTEXT",
+				`destination.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="sm" password="hunter2-secret";`,
+			}, "\n"))
+			cmd := exec.Command(bin, "run", "--config", cfg)
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-		// Read the JSON log lines; the daemon logs the bound HTTP address.
-		var logs lockedBuffer
-		addrc := make(chan string, 1)
-		scanned := make(chan struct{})
-		go func() {
-			defer close(scanned)
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				fmt.Fprintln(&logs, sc.Text())
-				var entry struct {
-					Msg  string `json:"msg"`
-					Addr string `json:"http-address"`
+			// Read the JSON log lines; the daemon logs the bound HTTP address.
+			var logs lockedBuffer
+			addrc := make(chan string, 1)
+			scanned := make(chan struct{})
+			go func() {
+				defer close(scanned)
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					fmt.Fprintln(&logs, sc.Text())
+					var entry struct {
+						Msg  string `json:"msg"`
+						Addr string `json:"http-address"`
+					}
+					if json.Unmarshal(sc.Bytes(), &entry) == nil && entry.Addr != "" {
+						addrc <- entry.Addr
+					}
 				}
-				if json.Unmarshal(sc.Bytes(), &entry) == nil && entry.Addr != "" {
-					addrc <- entry.Addr
+			}()
+			var addr string
+			select {
+			case addr = <-addrc:
+			case <-scanned:
+				t.Fatalf("the daemon exited before logging its HTTP address:\n%s", logs.String())
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no http-address logged within 10s:\n%s", logs.String())
+			}
+
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				t.Fatalf("GET /healthz: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("/healthz = %d, want 200", resp.StatusCode)
+			}
+
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() {
+				<-scanned // Wait must not close the pipe before the reader is done
+				exited <- cmd.Wait()
+			}()
+			select {
+			case err := <-exited:
+				if code := exitCode(t, err); code != 0 {
+					t.Errorf("exit code %d after %v, want 0; logs:\n%s", code, sig, logs.String())
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the daemon did not exit within 5s of %v; logs:\n%s", sig, logs.String())
+			}
+
+			out := logs.String()
+			if strings.Contains(out, "hunter2-secret") {
+				t.Errorf("the logs reveal the password:\n%s", out)
+			}
+			for _, want := range []string{`"destination.sasl.jaas.config":"[hidden]"`, `"version":"` + testVersion + `"`, "sidemirror stopped"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the logs lack %s:\n%s", want, out)
 				}
 			}
-		}()
-		var addr string
-		select {
-		case addr = <-addrc:
-		case <-scanned:
-			t.Fatalf("the daemon exited before logging its HTTP address:\n%s", logs.String())
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no http-address logged within 10s:\n%s", logs.String())
-		}
-
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			t.Fatalf("GET /healthz: %v", err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("/healthz = %d, want 200", resp.StatusCode)
-		}
-
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() {
-			<-scanned // Wait must not close the pipe before the reader is done
-			exited <- cmd.Wait()
-		}()
-		select {
-		case err := <-exited:
-			if code := exitCode(t, err); code != 0 {
-				t.Errorf("exit code %d after SIGTERM, want 0; logs:\n%s", code, logs.String())
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("the daemon did not exit within 5s of SIGTERM; logs:\n%s", logs.String())
-		}
-
-		out := logs.String()
-		if strings.Contains(out, "hunter2-secret") {
-			t.Errorf("the logs reveal the password:\n%s", out)
-		}
-		for _, want := range []string{`"destination.sasl.jaas.config":"[hidden]"`, `"version":"` + testVersion + `"`, "sidemirror stopped"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("the logs lack %s:\n%s", want, out)
-			}
-		}
-	})
+		})
+	}
 }
