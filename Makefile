@@ -2,6 +2,8 @@
 #
 #   make demo   set up a fresh machine, start source and destination clusters
 #   make test   set up a fresh machine and run every test (unit, integration, e2e)
+#   make bench  Go benchmarks of the data plane, then the end-to-end mirroring
+#               benchmark on real Kafka (BENCH_ARGS, e.g. -records 2000000 -codec lz4)
 
 SHELL       := bash
 GO          ?= go
@@ -15,7 +17,7 @@ LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X
 UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
 E2E_TIMEOUT ?= 35m
 
-.PHONY: all setup build test test-unit e2e lint demo e2e-fail-check clean
+.PHONY: all setup build test test-unit e2e lint demo bench e2e-fail-check clean
 
 all: build
 
@@ -59,6 +61,11 @@ e2e-fail-check:
 		echo "a test failed on purpose midway ($$mode, log: $$log)"; \
 		bash scripts/check-no-java.sh || exit 1; \
 	done
+
+# Measures, asserts nothing: see docs/operations.md#performance.
+bench: setup build
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./fetcher/
+	$(GO) run ./e2e/cmd/bench $(BENCH_ARGS)
 
 demo: setup build
 	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))

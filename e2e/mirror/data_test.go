@@ -59,12 +59,31 @@ func varietyRecord(rng *rand.Rand, i int) *kgo.Record {
 
 const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
-// printable returns n random letters and digits: values that kcat prints
-// on one line and that compress a little, like real payloads.
+// words are 256 random 8-letter words that printable draws from.
+var words = func() [][]byte {
+	rng := rand.New(rand.NewPCG(7, 7))
+	out := make([][]byte, 256)
+	for i := range out {
+		out[i] = make([]byte, 8)
+		for j := range out[i] {
+			out[i][j] = alphabet[rng.IntN(len(alphabet))]
+		}
+	}
+	return out
+}()
+
+// printable returns n letters and digits: random words of a small
+// vocabulary, values that kcat prints on one line and that every codec
+// compresses somewhat, like real payloads (the LZ codecs, lz4 and snappy,
+// need repeats; random letters alone would leave their batches
+// uncompressed).
 func printable(rng *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[rng.IntN(len(alphabet))]
+	b := make([]byte, 0, n)
+	for len(b)+8 <= n {
+		b = append(b, words[rng.IntN(len(words))]...)
+	}
+	for len(b) < n {
+		b = append(b, alphabet[rng.IntN(len(alphabet))])
 	}
 	return b
 }

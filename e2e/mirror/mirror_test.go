@@ -275,7 +275,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"empty name", []string{"--create", "--mirror", "", "--mirror-config", good}, "--create requires --mirror"},
 		{"name too long", []string{"--create", "--mirror", strings.Repeat("m", 250), "--mirror-config", good}, "is 250 characters long; the limit is 249"},
-		{"illegal characters", []string{"--create", "--mirror", "bad/name", "--mirror-config", good}, `"bad/name" contains the illegal character "/"`},
+		{"illegal characters", []string{"--create", "--mirror", "bad/name", "--mirror-config", good}, `"bad/name" contains the illegal character '/'`},
 		{"ends with .stopped", []string{"--create", "--mirror", "m.stopped", "--mirror-config", good}, `"m.stopped" ends with ".stopped"`},
 		{"ends with .paused", []string{"--create", "--mirror", "m.paused", "--mirror-config", good}, `"m.paused" ends with ".paused"`},
 		{"duplicate", []string{"--create", "--mirror", "taken", "--mirror-config", good}, "mirror taken already exists"},
