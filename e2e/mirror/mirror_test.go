@@ -167,12 +167,20 @@ func TestFaults(t *testing.T) {
 	// kill -9 a sidecar mid-copy, then restart it.
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	victim := env.Sidecars.Sidecar(2)
-	waitFor(t, time.Minute, "the copy to begin", func() bool {
-		return sumValues(endOffsets(t, env.Destination, topic)) > 0
+	waitFor(t, time.Minute, "the copy to begin on the victim's partitions", func() bool {
+		if sumValues(endOffsets(t, env.Destination, topic)) == 0 {
+			return false
+		}
+		for _, owner := range owners(t, mirror, topic) {
+			if owner == victim.BrokerID {
+				return true
+			}
+		}
+		return false
 	})
 	victim.Kill()
 	if end := sumValues(endOffsets(t, env.Destination, topic)); end >= 200_000 {
-		t.Logf("the copy had already finished when the sidecar was killed (%d records)", end)
+		t.Fatalf("the copy had finished (%d records) when sidecar %d was killed: not a kill mid-copy", end, victim.BrokerID)
 	}
 	if err := victim.Start(ctx); err != nil {
 		t.Fatal(err)
