@@ -330,20 +330,25 @@ func encodeValue(r Record) ([]byte, error) {
 	}
 }
 
-// Write appends recs, in order, to one partition of __mirror_state (the
-// coordinator partition of their mirrors, see PartitionFor) and returns once
-// all in-sync replicas have them. It is not atomic: after an error some of
-// the records may be written, so the caller writes them again (a key's last
-// record wins).
-func (s *Store) Write(ctx context.Context, partition int32, recs []Record) error {
+// checkWrite returns why nothing can be written to partition, if so.
+func (s *Store) checkWrite(partition int32) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
 	if partition < 0 {
 		return fmt.Errorf("%w: %s-%d", ErrNoSuchPartition, TopicName, partition)
 	}
-	if len(recs) == 0 {
-		return nil
+	return nil
+}
+
+// Write appends recs, in order, to one partition of __mirror_state (the
+// coordinator partition of their mirrors, see PartitionFor) and returns once
+// all in-sync replicas have them. It is not atomic: after an error some of
+// the records may be written, so the caller writes them again (a key's last
+// record wins).
+func (s *Store) Write(ctx context.Context, partition int32, recs []Record) error {
+	if err := s.checkWrite(partition); err != nil || len(recs) == 0 {
+		return err
 	}
 	krs := make([]*kgo.Record, len(recs))
 	for i, r := range recs {

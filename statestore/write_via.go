@@ -33,14 +33,8 @@ const writeViaTimeout = 10 * time.Second
 // states.) A record written before the leader changed is either committed,
 // and then loaded by the successor, or truncated away.
 func (s *Store) WriteVia(ctx context.Context, broker, partition int32, recs []Record) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if partition < 0 {
-		return fmt.Errorf("%w: %s-%d", ErrNoSuchPartition, TopicName, partition)
-	}
-	if len(recs) == 0 {
-		return nil
+	if err := s.checkWrite(partition); err != nil || len(recs) == 0 {
+		return err
 	}
 	batch, err := encodeBatch(recs, time.Now().UnixMilli())
 	if err != nil {

@@ -221,19 +221,9 @@ func sumMetric(t *testing.T, name, mirror string) float64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var total float64
-	for _, s := range env.Sidecars.Sidecars() {
-		page, err := s.Metrics(ctx)
-		if err != nil {
-			t.Fatalf("metrics of sidecar %d: %v", s.BrokerID, err)
-		}
-		for _, line := range strings.Split(page, "\n") {
-			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `mirror="`+mirror+`"`) {
-				f := strings.Fields(line)
-				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-				total += v
-			}
-		}
+	total, err := env.Sidecars.SumMetric(ctx, name, mirror)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return total
 }

@@ -1,13 +1,10 @@
 package mirror
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,50 +24,14 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // sidecarCPU returns the CPU seconds (user + system) the running sidecars
-// have used, from /proc.
-func sidecarCPU(t *testing.T) float64 {
-	t.Helper()
-	var total float64
-	for _, s := range env.Sidecars.Sidecars() {
-		pid := s.PID()
-		if pid == 0 {
-			continue
-		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
-		utime, _ := strconv.ParseFloat(f[11], 64)
-		stime, _ := strconv.ParseFloat(f[12], 64)
-		total += (utime + stime) / 100 // USER_HZ
-	}
-	return total
-}
+// have used.
+func sidecarCPU(*testing.T) float64 { return env.Sidecars.CPUSeconds() }
 
 // mirroredBytes sums sidemirror_mirrored_bytes_total of a mirror over the
 // sidecars' /metrics.
 func mirroredBytes(t *testing.T, mirror string) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var total float64
-	for _, s := range env.Sidecars.Sidecars() {
-		page, err := s.Metrics(ctx)
-		if err != nil {
-			t.Fatalf("metrics of sidecar %d: %v", s.BrokerID, err)
-		}
-		sc := bufio.NewScanner(strings.NewReader(page))
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "sidemirror_mirrored_bytes_total{") && strings.Contains(line, `mirror="`+mirror+`"`) {
-				f := strings.Fields(line)
-				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-				total += v
-			}
-		}
-	}
-	return int64(total)
+	return int64(sumMetric(t, "sidemirror_mirrored_bytes_total", mirror))
 }
 
 // rawBatch is the part of a stored record batch that mirroring must keep:

@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,7 +113,7 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	if err := writeBacklog(ctx, env, cfg); err != nil {
 		return nil, err
 	}
-	want, err := endOffsets(ctx, env.Source)
+	want, err := env.Source.EndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -135,13 +134,13 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	}
 
 	say("mirroring")
-	cpu0 := sidecarCPU(env)
+	cpu0 := env.Sidecars.CPUSeconds()
 	start := time.Now()
 	if err := cli("--start", "--topics", topic, "--mirror", mirror); err != nil {
 		return nil, err
 	}
 	for {
-		got, err := endOffsets(ctx, env.Destination)
+		got, err := env.Destination.EndOffsets(ctx, topic)
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +153,7 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	res := &result{config: cfg, Seconds: time.Since(start).Seconds(), SidecarCPUSeconds: sidecarCPU(env) - cpu0}
+	res := &result{config: cfg, Seconds: time.Since(start).Seconds(), SidecarCPUSeconds: env.Sidecars.CPUSeconds() - cpu0}
 	if res.SourceBytes, err = mirroredBytes(ctx, env); err != nil {
 		return nil, err
 	}
@@ -162,7 +161,7 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	res.RecordsPerSecond = float64(cfg.Records) / res.Seconds
 	res.CPUSecondsPerGB = res.SidecarCPUSeconds / (float64(res.SourceBytes) / 1e9)
 	for _, s := range env.Sidecars.Sidecars() {
-		res.PeakRSSMiB = append(res.PeakRSSMiB, peakRSS(s.PID())>>20)
+		res.PeakRSSMiB = append(res.PeakRSSMiB, s.PeakRSS()>>20)
 	}
 	return res, nil
 }
@@ -227,25 +226,6 @@ func writeBacklog(ctx context.Context, env *testbed.Env, cfg config) error {
 	return nil
 }
 
-func endOffsets(ctx context.Context, c *testbed.Cluster) (map[int32]int64, error) {
-	cl, err := c.NewClient(testbed.Admin)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	offs.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			out[o.Partition] = o.Offset
-		}
-	})
-	return out, nil
-}
-
 func caughtUp(got, want map[int32]int64) bool {
 	for p, o := range want {
 		if got[p] != o {
@@ -255,54 +235,11 @@ func caughtUp(got, want map[int32]int64) bool {
 	return len(want) > 0
 }
 
-// sidecarCPU returns the CPU seconds (user + system) the sidecars have used.
-func sidecarCPU(env *testbed.Env) float64 {
-	var total float64
-	for _, s := range env.Sidecars.Sidecars() {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.PID()))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
-		utime, _ := strconv.ParseFloat(f[11], 64)
-		stime, _ := strconv.ParseFloat(f[12], 64)
-		total += (utime + stime) / 100 // USER_HZ
-	}
-	return total
-}
-
-// peakRSS returns a process's peak resident set size in bytes (VmHWM).
-func peakRSS(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // mirroredBytes sums sidemirror_mirrored_bytes_total over the sidecars.
 func mirroredBytes(ctx context.Context, env *testbed.Env) (int64, error) {
-	var total float64
-	for _, s := range env.Sidecars.Sidecars() {
-		page, err := s.Metrics(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("metrics of sidecar %d: %w", s.BrokerID, err)
-		}
-		for line := range strings.Lines(page) {
-			if strings.HasPrefix(line, "sidemirror_mirrored_bytes_total{") && strings.Contains(line, `mirror="`+mirror+`"`) {
-				f := strings.Fields(line)
-				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-				total += v
-			}
-		}
+	total, err := env.Sidecars.SumMetric(ctx, "sidemirror_mirrored_bytes_total", mirror)
+	if err != nil {
+		return 0, err
 	}
 	if total == 0 {
 		return 0, errors.New("the sidecars report no mirrored bytes")

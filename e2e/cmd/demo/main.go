@@ -189,25 +189,11 @@ func run(ctx context.Context, backlog int, duration time.Duration) error {
 
 // totalLag sums the destination's distance to the source's end offsets.
 func totalLag(ctx context.Context, env *testbed.Env) (int64, error) {
-	end := func(c *testbed.Cluster) (map[int32]int64, error) {
-		cl, err := c.NewClient(testbed.Admin)
-		if err != nil {
-			return nil, err
-		}
-		defer cl.Close()
-		offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-		if err != nil {
-			return nil, err
-		}
-		out := map[int32]int64{}
-		offs.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-		return out, nil
-	}
-	s, err := end(env.Source)
+	s, err := env.Source.EndOffsets(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
-	d, err := end(env.Destination)
+	d, err := env.Destination.EndOffsets(ctx, topic)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,96 @@
+package testbed
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// EndOffsets returns the end offset of every partition of topic on c that
+// answered without an error.
+func (c *Cluster) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	cl, err := c.NewClient(Admin)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			out[o.Partition] = o.Offset
+		}
+	})
+	return out, nil
+}
+
+// CPUSeconds returns the CPU seconds (user + system) the running sidecars
+// have used, from /proc.
+func (g *SidecarGroup) CPUSeconds() float64 {
+	var total float64
+	for _, s := range g.sidecars {
+		pid := s.PID()
+		if pid == 0 {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		total += (utime + stime) / 100 // USER_HZ
+	}
+	return total
+}
+
+// SumMetric sums the samples of the metric name labelled with mirror over
+// every sidecar's /metrics.
+func (g *SidecarGroup) SumMetric(ctx context.Context, name, mirror string) (float64, error) {
+	var total float64
+	for _, s := range g.sidecars {
+		page, err := s.Metrics(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("metrics of sidecar %d: %w", s.BrokerID, err)
+		}
+		for line := range strings.Lines(page) {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `mirror="`+mirror+`"`) {
+				f := strings.Fields(line)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				total += v
+			}
+		}
+	}
+	return total, nil
+}
+
+// PeakRSS returns the sidecar process's peak resident set size in bytes
+// (VmHWM), 0 if it does not run.
+func (s *Sidecar) PeakRSS() int64 {
+	pid := s.PID()
+	if pid == 0 {
+		return 0
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
