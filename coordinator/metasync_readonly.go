@@ -32,6 +32,9 @@ import (
 //   - the brokers do not (any more) allow everyone: the ALLOW ALL goes, as
 //     Protect would not have added it.
 //
+// A DENY WRITE the sidecars own that is missing on the destination (deleted
+// by hand) is created again first: it is what keeps the topic read-only.
+//
 // Only ACLs the sidecars own (MirrorTopic.OwnedACLs) are deleted, and the
 // new owned set is recorded with RecordACLs. An ALLOW ALL for User:* that
 // someone else created is left alone. Stopped topics own nothing. The step
@@ -170,6 +173,34 @@ func (c readOnlyCheck) run(ctx context.Context, mirror string) (int, error) {
 	return items, errors.Join(errs...)
 }
 
+// restoreDeny creates again the DENY WRITE of read-only topic t, which the
+// sidecars own but the destination lacks (deleted by hand): without it
+// anyone allowed could write to the mirror topic. It reports whether the
+// topic still has it, read-only, afterwards.
+func (c readOnlyCheck) restoreDeny(ctx context.Context, t *MirrorTopic) (bool, error) {
+	// A stop may have run since the round read the state, and removed the
+	// ACLs on purpose.
+	if cur := c.state().Topics[t.Name]; !readOnlyRechecked(cur) || !slices.Equal(cur.OwnedACLs, t.OwnedACLs) {
+		return false, nil
+	}
+	deny, _ := readOnlyACLs(t.Name)
+	if err := c.dest.createACLs(ctx, []ACL{deny}); err != nil {
+		return false, fmt.Errorf("create the missing DENY WRITE again: %w", err)
+	}
+	if cur := c.state().Topics[t.Name]; cur != nil && !readOnlyRechecked(cur) {
+		// Stopped meanwhile: the stop removed the ACLs it knew of,
+		// perhaps before this one was created. Take it back.
+		if err := c.dest.Unprotect(ctx, []ACL{deny}); err != nil {
+			return false, fmt.Errorf("remove the DENY WRITE of a topic stopped meanwhile: %w", err)
+		}
+		return false, nil
+	}
+	c.log.Warn("read-only ACLs: the DENY WRITE for User:* of a mirror topic was missing on the destination; created it again "+
+		"(while it was missing, any principal allowed to write could append to the mirror topic, which fails its partitions)",
+		zap.String("topic", t.Name), zap.String("status", t.Status.String()))
+	return true, nil
+}
+
 // topic re-checks one topic; t is the state's topic as the round read it.
 // It reports whether it created or deleted an ACL.
 func (c readOnlyCheck) topic(ctx context.Context, t *MirrorTopic, allowsEveryone func() (bool, error)) (bool, error) {
@@ -177,9 +208,17 @@ func (c readOnlyCheck) topic(ctx context.Context, t *MirrorTopic, allowsEveryone
 	if err != nil {
 		return false, err
 	}
+	deny, _ := readOnlyACLs(t.Name)
+	restored := false
+	if !slices.Contains(existing, deny) {
+		if restored, err = c.restoreDeny(ctx, t); err != nil || !restored {
+			return restored, err
+		}
+		existing = append(existing, deny)
+	}
 	change, reason, err := decideAllowAll(t.Name, t.OwnedACLs, existing, allowsEveryone)
 	if err != nil || change == allowAllKeep {
-		return false, err
+		return restored, err
 	}
 	// A stop, or a start recording its ACLs, may have run since the round
 	// read the state: act only while the record is still the one decided on.

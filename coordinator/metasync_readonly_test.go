@@ -198,8 +198,9 @@ func (f *readOnlyFixture) untouched() {
 
 // TestReadOnlyRecheck runs the re-check against kfake: another ACL on an
 // active or paused topic drops the sidecars' ALLOW ALL, its removal brings
-// it back, a missing one is created again, a cluster that does not allow
-// everyone loses it, and stopped and unprotected topics are never touched.
+// it back, a missing one is created again, so is a missing DENY WRITE, a
+// cluster that does not allow everyone loses it, and stopped and
+// unprotected topics are never touched.
 func TestReadOnlyRecheck(t *testing.T) {
 	f := newReadOnlyFixture(t)
 	f.round(0)
@@ -235,6 +236,21 @@ func TestReadOnlyRecheck(t *testing.T) {
 	f.remove(allowA)
 	f.round(1)
 	f.want("a", true)
+
+	// A DENY WRITE deleted by hand is created again on an active and a
+	// paused topic, not on a stopped one.
+	denyA, _ := readOnlyACLs("a")
+	denyP, _ := readOnlyACLs("p")
+	denyS, _ := readOnlyACLs("s")
+	f.remove(denyA, denyP, denyS)
+	f.round(2)
+	f.want("a", true)
+	f.want("p", true)
+	if have, err := f.dest.topicACLs(f.ctx, "s"); err != nil || slices.Contains(have, denyS) {
+		t.Fatalf("stopped topic s: ACLs %v, %v; want its DENY WRITE left deleted", have, err)
+	}
+	f.create(denyS)
+	f.round(0)
 
 	// The operator states that the brokers do not allow everyone.
 	f.dest = NewDestination(f.cl, "false")
