@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,16 +12,37 @@ import (
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
+// discoveryCheckInterval is how often the discovery loop looks for mirrors
+// whose refresh interval has passed.
+const discoveryCheckInterval = time.Second
+
+// runDiscovery runs discover until ctx ends.
+func (s *Service) runDiscovery(ctx context.Context) {
+	last := map[string]time.Time{} // mirror -> last discovery
+	tick := time.NewTicker(discoveryCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.discover(ctx, last)
+	}
+}
+
 // discover starts the source topics that match a mirror's include patterns
 // and none of its exclude patterns and are not mirrored yet (KIP-1279 §1.3).
 // Only the raft leader runs it, once per mirror per
-// mirror.metadata.refresh.interval.ms.
+// mirror.metadata.refresh.interval.ms, for every due mirror at once: a
+// mirror whose source does not answer does not delay the others.
 func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
 	if !s.cfg.Node.IsLeader() {
 		return
 	}
 	st := s.state()
 	now := s.cfg.Now()
+	var wg sync.WaitGroup
 	for _, name := range st.MirrorNames() {
 		m := st.Mirrors[name]
 		if len(m.Include) == 0 || m.SyncFault != "" {
@@ -31,10 +53,13 @@ func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
 			continue
 		}
 		last[name] = now
-		if err := s.discoverMirror(ctx, st, m); err != nil {
-			s.log.Warn("topic discovery", zap.String("mirror", name), zap.Error(err))
-		}
+		wg.Go(func() {
+			if err := s.discoverMirror(ctx, st, m); err != nil {
+				s.log.Warn("topic discovery", zap.String("mirror", name), zap.Error(err))
+			}
+		})
 	}
+	wg.Wait()
 }
 
 func (s *Service) discoverMirror(ctx context.Context, st *State, m *Mirror) error {

@@ -21,12 +21,15 @@ import (
 // sidecar drives exactly the active mirror partitions its broker leads. It
 // runs on every controller change, on NOT_LEADER from the data plane, and
 // every ReconcileInterval (leadership moves are not pushed to us). Beside
-// it runs the failover loop (runFailover), which Run waits for.
+// it run the failover loop (runFailover), the metadata sync and topic
+// discovery, each in its own goroutine so that a slow or unreachable source
+// never holds up the others; Run waits for them.
 func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.runFailover(ctx) })
 	wg.Go(func() { s.runMetadataSync(ctx) })
+	wg.Go(func() { s.runDiscovery(ctx) })
 	tick := time.NewTicker(s.cfg.ReconcileInterval)
 	defer tick.Stop()
 	if s.states != nil {
@@ -34,13 +37,11 @@ func (s *Service) Run(ctx context.Context) {
 		go s.flushLoop(ctx)
 	}
 	defer s.wg.Wait()
-	discovered := map[string]time.Time{} // mirror -> last discovery
 	for {
 		watch := s.cfg.Node.FSM().Watch()
 		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("reconcile", zap.Error(err))
 		}
-		s.discover(ctx, discovered)
 		select {
 		case <-ctx.Done():
 			return
