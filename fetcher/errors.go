@@ -49,6 +49,10 @@ var (
 	// appended to the partition.
 	ErrExactness = errors.New("fetcher: exactness invariant violated")
 
+	// ErrOffsetMapFull means a translate-mode partition needs more offset
+	// shifts than its __mirror_state record holds (MaxOffsetShifts).
+	ErrOffsetMapFull = errors.New("fetcher: the offset map of a translate-mode partition is full")
+
 	// ErrNotSuperUser means the destination refused an append with
 	// TOPIC_AUTHORIZATION_FAILED: mirror topics deny writes to everybody but
 	// the sidecar principal, which must be a super user (DESIGN.md D4).

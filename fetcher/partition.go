@@ -834,7 +834,7 @@ func (p *partition) detach() {
 func isFatal(err error) bool {
 	for _, target := range []error{
 		ErrCorruptBatch, ErrMessageFormat, ErrTransactionAborted, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
-		ErrSourceRejected, ErrSourceClusterChanged, ErrSourceTopicRecreated,
+		ErrSourceRejected, ErrSourceClusterChanged, ErrSourceTopicRecreated, ErrOffsetMapFull,
 	} {
 		if errors.Is(err, target) {
 			return true

@@ -75,6 +75,16 @@ func lastShift(m []OffsetShift) int64 {
 	return m[len(m)-1].Source - m[len(m)-1].Destination
 }
 
+// MaxOffsetShifts is how many offset shifts a translate-mode partition may
+// record: its whole map is one __mirror_state value, about 17 bytes a
+// shift, which must stay below the topic's 1 MiB message size. A partition
+// that needs more fails with ErrOffsetMapFull instead of writing a value
+// the destination would refuse.
+const MaxOffsetShifts = 50_000
+
+// maxOffsetShifts is MaxOffsetShifts; tests lower it.
+var maxOffsetShifts = MaxOffsetShifts
+
 // recordShifts stores, of shifts (source offsets in order, each the place
 // of a record about to be appended), those that change the shift.
 func (p *partition) recordShifts(shifts []OffsetShift) error {
@@ -88,6 +98,11 @@ func (p *partition) recordShifts(shifts []OffsetShift) error {
 	}
 	if len(keep) == 0 {
 		return nil
+	}
+	if n := len(p.omap) + len(keep); n > maxOffsetShifts {
+		return fmt.Errorf("%w: %s needs %d offset shifts at source offset %d, more than the %d its __mirror_state record holds "+
+			"(one per run of compaction holes); mirror this topic with mirror.offsets=exact instead",
+			ErrOffsetMapFull, p.key, n, keep[0].Source, maxOffsetShifts)
 	}
 	if err := p.m.cfg.offsetMaps.AppendOffsetShifts(p.ctx, p.key, keep); err != nil {
 		return fmt.Errorf("recording the offset map of %s: %w", p.key, err)

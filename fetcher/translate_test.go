@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,6 +149,50 @@ func TestTranslateMode(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	e.waitTranslated(m, topic)
 	check(false)
+}
+
+// TestTranslateModeOffsetMapFull checks that a partition whose offset map
+// would outgrow its __mirror_state record fails with ErrOffsetMapFull, with
+// every shift it did record describing the records it appended.
+func TestTranslateModeOffsetMapFull(t *testing.T) {
+	const topic = "translated-full"
+	defer func(n int) { maxOffsetShifts = n }(maxOffsetShifts)
+	maxOffsetShifts = 3
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	e.compactSource(topic)
+	rng := rand.New(rand.NewPCG(41, 42))
+	e.produceOverwrites(rng, topic, 0, 400)
+	e.src.Compact()
+	store := &memOffsetMaps{}
+	m := e.newManager(OffsetMapStore(store))
+	if err := m.SetMirrorSettings(testMirror, MirrorSettings{TranslateOffsets: true}); err != nil {
+		t.Fatal(err)
+	}
+	p := Partition{testMirror, topic, 0}
+	startAll(t, m, topic, []int32{0})
+	st := waitState(t, m, p, StateFailed)
+	if !strings.Contains(st.LastError, "mirror.offsets=exact") || !strings.Contains(st.LastError, "more than the 3") {
+		t.Fatalf("failed with %q, want the offset map full, naming mirror.offsets=exact", st.LastError)
+	}
+	shifts := store.get(p)
+	if len(shifts) == 0 || len(shifts) > 3 {
+		t.Fatalf("recorded %d shifts, want 1 to 3", len(shifts))
+	}
+	// What was appended is where the recorded map says.
+	src, dst := e.readAll(e.src, e.srcAdm, topic)[0], e.readAll(e.dst, e.dstAdm, topic)[0]
+	byOffset := map[int64]*kgo.Record{}
+	for _, d := range dst {
+		byOffset[d.Offset] = d
+	}
+	for _, s := range src {
+		at := TranslateOffset(shifts, s.Offset)
+		if at >= int64(len(dst)) {
+			break // not appended
+		}
+		if d := byOffset[at]; d == nil || !sameBytes(s.Key, d.Key) || !sameBytes(s.Value, d.Value) {
+			t.Fatalf("source offset %d translates to destination offset %d, which holds %v", s.Offset, at, d)
+		}
+	}
 }
 
 func TestValidShifts(t *testing.T) {
