@@ -19,7 +19,13 @@ const discoveryCheckInterval = time.Second
 // runDiscovery runs discover until ctx ends.
 func (s *Service) runDiscovery(ctx context.Context) {
 	last := map[string]time.Time{} // mirror -> last discovery
-	tick := time.NewTicker(discoveryCheckInterval)
+	every(ctx, discoveryCheckInterval, func() { s.discover(ctx, last) })
+}
+
+// every calls fn every interval until ctx ends; the first call is one
+// interval after the start.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -27,7 +33,7 @@ func (s *Service) runDiscovery(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		s.discover(ctx, last)
+		fn()
 	}
 }
 

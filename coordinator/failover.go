@@ -122,16 +122,7 @@ func (s *Service) runFailover(ctx context.Context) {
 		s.log.Warn("failover metrics are not exported", zap.Error(err))
 	}
 	defer f.unregister(s.cfg.Registerer)
-	tick := time.NewTicker(failoverCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		s.failoverRound(ctx, f)
-	}
+	every(ctx, failoverCheckInterval, func() { s.failoverRound(ctx, f) })
 }
 
 // failoverRound runs one check and acts on it.

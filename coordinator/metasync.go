@@ -122,36 +122,34 @@ func (s *Service) runMetadataSync(ctx context.Context) {
 	defer m.unregister(s.cfg.Registerer)
 	log := s.log.Named("metasync")
 	last := map[string]time.Time{} // mirror -> last sync
-	tick := time.NewTicker(metaSyncCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	every(ctx, metaSyncCheckInterval, func() { s.syncDueMirrors(ctx, log, m, last) })
+}
+
+// syncDueMirrors syncs, one after the other, the mirrors whose refresh
+// interval has passed since last[mirror], while this sidecar is the raft
+// leader.
+func (s *Service) syncDueMirrors(ctx context.Context, log *zap.Logger, m *metaSyncMetrics, last map[string]time.Time) {
+	if !s.cfg.Node.IsLeader() {
+		clear(last) // a new term of leadership syncs at once
+		return
+	}
+	st := s.state()
+	now := s.cfg.Now()
+	for name := range last {
+		if st.Mirrors[name] == nil {
+			delete(last, name)
 		}
-		if !s.cfg.Node.IsLeader() {
-			clear(last) // a new term of leadership syncs at once
+	}
+	for _, name := range st.MirrorNames() {
+		mir := st.Mirrors[name]
+		ms, _ := strconv.ParseInt(mirrorSetting(mir, RefreshIntervalKey), 10, 64)
+		if now.Sub(last[name]) < time.Duration(ms)*time.Millisecond {
 			continue
 		}
-		st := s.state()
-		now := s.cfg.Now()
-		for name := range last {
-			if st.Mirrors[name] == nil {
-				delete(last, name)
-			}
-		}
-		for _, name := range st.MirrorNames() {
-			mir := st.Mirrors[name]
-			ms, _ := strconv.ParseInt(mirrorSetting(mir, RefreshIntervalKey), 10, 64)
-			if now.Sub(last[name]) < time.Duration(ms)*time.Millisecond {
-				continue
-			}
-			last[name] = now
-			s.syncMirrorMetadata(ctx, log.With(zap.String("mirror", name)), m, st, mir)
-			if ctx.Err() != nil {
-				return
-			}
+		last[name] = now
+		s.syncMirrorMetadata(ctx, log.With(zap.String("mirror", name)), m, st, mir)
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
