@@ -116,12 +116,6 @@ func SplitPatterns(v string) []string {
 	return out
 }
 
-// IsSecretKey reports whether a config key holds a secret, whose value is
-// never shown.
-func IsSecretKey(key string) bool {
-	return strings.Contains(key, "password") || strings.Contains(key, "jaas.config") || strings.HasSuffix(key, "keystore.key")
-}
-
 // dataPlaneSettings returns the mirror's settings of the data plane; st
 // gives the source topic IDs of its topics.
 func dataPlaneSettings(st *State, m *Mirror) fetcher.MirrorSettings {

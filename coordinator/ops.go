@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -189,7 +190,7 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 		dm.SourceBootstrap = m.Config[BootstrapServersKey]
 		for _, k := range sortedKeys(m.Config) {
 			v := m.Config[k]
-			if IsSecretKey(k) {
+			if properties.IsSecret(k) {
 				v = "[hidden]"
 			}
 			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: k, Value: strPtr(v)})

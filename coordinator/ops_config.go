@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -301,7 +302,7 @@ var configDocs = map[string]string{
 // configType returns the Kafka data type of a mirror config key.
 func configType(key string) int8 {
 	switch {
-	case IsSecretKey(key):
+	case properties.IsSecret(key):
 		return protocol.ConfigTypePassword
 	case key == BootstrapServersKey, key == IncludeKey, key == ExcludeKey:
 		return protocol.ConfigTypeList
@@ -356,7 +357,7 @@ func mirrorConfigEntries(m *Mirror, keys []string, synonyms, docs bool) []protoc
 		}
 		e := protocol.NewDescribeConfigsEntry()
 		e.Name = k
-		e.IsSensitive = IsSecretKey(k)
+		e.IsSensitive = properties.IsSecret(k)
 		e.ConfigType = configType(k)
 		v, isSet := set[k]
 		e.ConfigSource = protocol.ConfigSourceDynamicResource

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sidemirror/sidemirror/internal/properties"
 )
 
 // ClientKeys are the Kafka client properties a ClientConfig reads, without
@@ -249,7 +251,7 @@ func (c ClientConfig) Redacted() []Property {
 	for _, name := range ClientKeys {
 		v := *c.field(name)
 		switch {
-		case v != "" && IsSecretKey(name):
+		case v != "" && properties.IsSecret(name):
 			v = hidden
 		case v != "" && (name == "ssl.truststore.certificates" || name == "ssl.keystore.certificate.chain"):
 			v = fmt.Sprintf("[PEM, %d bytes]", len(v))

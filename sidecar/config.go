@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/sidemirror/sidemirror/internal/properties"
 )
 
 // Keys of the sidecar's properties file, in the order of the reference
@@ -214,7 +216,7 @@ func LoadConfig(path string) (Config, error) {
 		return Config{}, &ConfigError{msg: "config: " + (&readError{path: path, err: err}).Error(), Cause: err}
 	}
 	defer f.Close()
-	props, err := ParseProperties(f)
+	props, err := properties.Parse(f)
 	if err != nil {
 		return Config{}, &ConfigError{msg: "config: " + (&readError{path: path, err: err}).Error(), Cause: err}
 	}
@@ -277,7 +279,7 @@ var fields = []field{
 	}},
 }
 
-// ParseConfig builds a Config from properties (as read by ParseProperties):
+// ParseConfig builds a Config from properties (as read by properties.Parse):
 // unknown keys are refused, ${env:NAME} and ${file:path:key} references are
 // resolved, defaults fill what is absent, and the result is validated.
 // Problems are reported in file order, one at a time.
@@ -414,3 +416,6 @@ func splitList(v string) []string {
 	}
 	return out
 }
+
+// Property is one key/value pair of a .properties file.
+type Property = properties.Property

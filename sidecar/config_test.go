@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sidemirror/sidemirror/internal/properties"
 )
 
 // baseProps is a minimal valid configuration; cases edit it.
@@ -43,9 +45,9 @@ func propsText(base map[string]string, edits map[string]string) string {
 
 func parseText(t *testing.T, text string) (Config, error) {
 	t.Helper()
-	props, err := ParseProperties(strings.NewReader(text))
+	props, err := properties.Parse(strings.NewReader(text))
 	if err != nil {
-		t.Fatalf("ParseProperties: %v", err)
+		t.Fatalf("properties.Parse: %v", err)
 	}
 	return ParseConfig(props)
 }

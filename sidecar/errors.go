@@ -8,9 +8,6 @@ var (
 	// the key, the offending value (secrets as [hidden]) and what is expected.
 	ErrInvalidConfig = errors.New("sidecar: invalid configuration")
 
-	// ErrPropertiesSyntax is matched by a *SyntaxError from ParseProperties.
-	ErrPropertiesSyntax = errors.New("sidecar: properties syntax error")
-
 	// ErrNotSupported is returned for a configuration that is valid Kafka
 	// but not implemented by sidemirror yet (PKCS12 stores, encrypted PEM
 	// keys, OAUTHBEARER token retrieval).

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sidemirror/sidemirror/internal/properties"
 )
 
 // resolver substitutes value references, as Kafka's config providers do:
@@ -115,7 +117,7 @@ func (r *resolver) file(path string) (map[string]string, error) {
 		return nil, &readError{path: path, err: err}
 	}
 	defer f.Close()
-	props, err := ParseProperties(f)
+	props, err := properties.Parse(f)
 	if err != nil {
 		return nil, &readError{path: path, err: err}
 	}
@@ -135,7 +137,7 @@ type readError struct {
 }
 
 func (e *readError) Error() string {
-	if _, ok := e.err.(*SyntaxError); ok {
+	if _, ok := e.err.(*properties.SyntaxError); ok {
 		return e.path + ": " + e.err.Error()
 	}
 	return "cannot read " + e.path + ": " + unwrapPathError(e.err).Error()

@@ -8,22 +8,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sidemirror/sidemirror/internal/properties"
 )
 
 // hidden replaces a secret wherever a value would be shown.
 const hidden = "[hidden]"
 
-// IsSecretKey reports whether the value of key is a secret that is never
-// printed: passwords, JAAS configurations and private keys.
-func IsSecretKey(key string) bool {
-	return strings.Contains(key, "password") ||
-		strings.Contains(key, "jaas.config") ||
-		strings.Contains(key, "ssl.keystore.key")
-}
-
 // display quotes a value for an error message, or hides it if key is secret.
 func display(key, value string) string {
-	if IsSecretKey(key) {
+	if properties.IsSecret(key) {
 		return hidden
 	}
 	return strconv.Quote(value)

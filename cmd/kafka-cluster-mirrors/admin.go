@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -65,7 +66,7 @@ func (cfg *Config) loadAlter() error {
 		return err
 	}
 	if cfg.AddConfigFile != "" {
-		fromFile, err := readProperties(cfg.AddConfigFile)
+		fromFile, err := properties.ReadFile(cfg.AddConfigFile)
 		if err != nil {
 			return fmt.Errorf("--add-config-file: %w", err)
 		}
@@ -73,10 +74,10 @@ func (cfg *Config) loadAlter() error {
 	}
 	seen := map[string]bool{}
 	for _, p := range props {
-		if seen[p.key] {
-			return fmt.Errorf("config key %s is given twice in --add-config and --add-config-file; give it once", p.key)
+		if seen[p.Key] {
+			return fmt.Errorf("config key %s is given twice in --add-config and --add-config-file; give it once", p.Key)
 		}
-		seen[p.key] = true
+		seen[p.Key] = true
 	}
 	for _, k := range cfg.DeleteConfig {
 		if seen[k] {
@@ -103,8 +104,8 @@ func (cfg *Config) dialer() dialer {
 // comma-separated key=value entries, where a value holding commas is put in
 // square brackets (k=[a,b]), which are dropped. Errors name the entry's
 // position and key, never its value.
-func parseAddConfig(s string) ([]property, error) {
-	var props []property
+func parseAddConfig(s string) ([]properties.Property, error) {
+	var props []properties.Property
 	for i, entry := range splitTopLevel(s) {
 		n := i + 1
 		if strings.TrimSpace(entry) == "" {
@@ -124,7 +125,7 @@ func parseAddConfig(s string) ([]property, error) {
 		} else if strings.ContainsAny(v, "[]") {
 			return nil, fmt.Errorf("--add-config: the value of %s has unbalanced square brackets: put the whole value in them, key=[a,b]", k)
 		}
-		props = append(props, property{key: k, value: v, line: n})
+		props = append(props, properties.Property{Key: k, Value: v, Line: n})
 	}
 	return props, nil
 }
@@ -152,11 +153,11 @@ func splitTopLevel(s string) []string {
 
 // alterMirror sends IncrementalAlterConfigs for the mirror: SET for every
 // added key, DELETE for every deleted one.
-func alterMirror(ctx context.Context, cl client, mirror string, add []property, del []string, out io.Writer) error {
+func alterMirror(ctx context.Context, cl client, mirror string, add []properties.Property, del []string, out io.Writer) error {
 	res := protocol.AlterConfigsResource{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: mirror}
 	for _, p := range add {
-		v := p.value
-		res.Configs = append(res.Configs, protocol.AlterableConfig{Name: p.key, ConfigOperation: protocol.ConfigOpSet, Value: &v})
+		v := p.Value
+		res.Configs = append(res.Configs, protocol.AlterableConfig{Name: p.Key, ConfigOperation: protocol.ConfigOpSet, Value: &v})
 	}
 	for _, k := range del {
 		res.Configs = append(res.Configs, protocol.AlterableConfig{Name: k, ConfigOperation: protocol.ConfigOpDelete})

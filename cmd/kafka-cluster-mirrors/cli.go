@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -139,15 +140,15 @@ type Config struct {
 	EntityType     string   // --entity-type
 	BrokerID       int64    // --broker-id
 	brokerIDGiven  bool
-	entityConflict bool       // --mirror and --entity-name differ
-	RaftAddress    string     // --raft-address
-	AdminAddress   string     // --admin-address
-	AddConfig      []property // --add-config and --add-config-file entries, by Load
+	entityConflict bool                  // --mirror and --entity-name differ
+	RaftAddress    string                // --raft-address
+	AdminAddress   string                // --admin-address
+	AddConfig      []properties.Property // --add-config and --add-config-file entries, by Load
 
 	// Loaded from the property files by Load.
-	MirrorConfig   []property    // --mirror-config's entries, in file order
-	ClientID       string        // client.id of --command-config
-	RequestTimeout time.Duration // request.timeout.ms of --command-config
+	MirrorConfig   []properties.Property // --mirror-config's entries, in file order
+	ClientID       string                // client.id of --command-config
+	RequestTimeout time.Duration         // request.timeout.ms of --command-config
 }
 
 // configFromFlags copies the parsed flags into a Config.
@@ -262,25 +263,25 @@ func (cfg *Config) Validate() error {
 // Load reads the property files named by the flags.
 func (cfg *Config) Load() error {
 	if cfg.CommandConfigPath != "" {
-		props, err := readProperties(cfg.CommandConfigPath)
+		props, err := properties.ReadFile(cfg.CommandConfigPath)
 		if err != nil {
 			return fmt.Errorf("--command-config: %w", err)
 		}
 		for _, p := range props {
-			switch p.key {
+			switch p.Key {
 			case "client.id":
-				cfg.ClientID = p.value
+				cfg.ClientID = p.Value
 			case "request.timeout.ms":
-				ms, err := strconv.ParseInt(p.value, 10, 32)
+				ms, err := strconv.ParseInt(p.Value, 10, 32)
 				if err != nil || ms <= 0 {
 					return fmt.Errorf("--command-config %s: line %d: request.timeout.ms must be a positive number of milliseconds, got %q",
-						cfg.CommandConfigPath, p.line, p.value)
+						cfg.CommandConfigPath, p.Line, p.Value)
 				}
 				cfg.RequestTimeout = time.Duration(ms) * time.Millisecond
 			case "security.protocol":
-				if !strings.EqualFold(p.value, "PLAINTEXT") {
+				if !strings.EqualFold(p.Value, "PLAINTEXT") {
 					return fmt.Errorf("--command-config %s: line %d: security.protocol=%s is not supported by this version of kafka-cluster-mirrors; only PLAINTEXT admin endpoints are, so remove the setting or use PLAINTEXT",
-						cfg.CommandConfigPath, p.line, p.value)
+						cfg.CommandConfigPath, p.Line, p.Value)
 				}
 			}
 		}
@@ -289,13 +290,13 @@ func (cfg *Config) Load() error {
 		return err
 	}
 	if cfg.MirrorConfigPath != "" {
-		props, err := readProperties(cfg.MirrorConfigPath)
+		props, err := properties.ReadFile(cfg.MirrorConfigPath)
 		if err != nil {
 			return fmt.Errorf("--mirror-config: %w", err)
 		}
 		found := false
 		for _, p := range props {
-			found = found || (p.key == "bootstrap.servers" && strings.TrimSpace(p.value) != "")
+			found = found || (p.Key == "bootstrap.servers" && strings.TrimSpace(p.Value) != "")
 		}
 		if !found {
 			return fmt.Errorf("--mirror-config %s has no bootstrap.servers: set it to the source cluster's bootstrap servers", cfg.MirrorConfigPath)

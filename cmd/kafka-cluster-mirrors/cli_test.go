@@ -155,7 +155,7 @@ func TestCreateDelete(t *testing.T) {
 		{
 			name:     "create with a malformed mirror-config never prints the secret",
 			args:     []string{"--create", "--mirror", "m", "--mirror-config", badEscape},
-			wantErr:  "Error: --mirror-config: " + badEscape + ": line 2: value of ssl.keystore.password: malformed \\uXXXX escape\n",
+			wantErr:  "Error: --mirror-config: " + badEscape + ": line 2: in the value of \"ssl.keystore.password\": malformed \\uXXXX escape (expected 4 hex digits)\n",
 			wantCode: 1,
 		},
 		{

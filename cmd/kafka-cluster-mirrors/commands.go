@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -84,11 +85,11 @@ func do[R protocol.Response](ctx context.Context, cl client, req protocol.Reques
 }
 
 // createMirror sends CreateClusterMirror with the mirror-config entries.
-func createMirror(ctx context.Context, cl client, mirror string, config []property, out io.Writer) error {
+func createMirror(ctx context.Context, cl client, mirror string, config []properties.Property, out io.Writer) error {
 	req := &protocol.CreateClusterMirrorRequest{MirrorName: mirror}
 	for _, p := range config {
-		value := p.value
-		req.Config = append(req.Config, protocol.ClusterMirrorConfig{Name: p.key, Value: &value})
+		value := p.Value
+		req.Config = append(req.Config, protocol.ClusterMirrorConfig{Name: p.Key, Value: &value})
 	}
 	resp, err := do[*protocol.CreateClusterMirrorResponse](ctx, cl, req)
 	if err != nil {
@@ -185,7 +186,7 @@ func sortDescribed(mirrors []protocol.DescribedMirror) {
 			})
 		}
 		for j, c := range m.Configs {
-			if c.Value != nil && isSecretKey(c.Name) {
+			if c.Value != nil && properties.IsSecret(c.Name) {
 				v := redacted
 				m.Configs[j].Value = &v
 			}

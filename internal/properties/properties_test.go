@@ -1,4 +1,4 @@
-package sidecar
+package properties
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestParseProperties(t *testing.T) {
+func TestParse(t *testing.T) {
 	cases := []struct {
 		name string
 		in   string
@@ -86,18 +86,18 @@ func TestParseProperties(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseProperties(strings.NewReader(tc.in))
+			got, err := Parse(strings.NewReader(tc.in))
 			if err != nil {
-				t.Fatalf("ParseProperties: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("ParseProperties =\n%+v\nwant\n%+v", got, tc.want)
+				t.Errorf("Parse =\n%+v\nwant\n%+v", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestParsePropertiesErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		in   string
@@ -111,12 +111,12 @@ func TestParsePropertiesErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseProperties(strings.NewReader(tc.in))
+			_, err := Parse(strings.NewReader(tc.in))
 			if err == nil || err.Error() != tc.want {
-				t.Fatalf("ParseProperties error = %v, want %q", err, tc.want)
+				t.Fatalf("Parse error = %v, want %q", err, tc.want)
 			}
-			if !errors.Is(err, ErrPropertiesSyntax) {
-				t.Errorf("error does not match ErrPropertiesSyntax")
+			if !errors.Is(err, ErrSyntax) {
+				t.Errorf("error does not match ErrSyntax")
 			}
 		})
 	}

@@ -1,12 +1,21 @@
-package sidecar
+// Package properties reads Java-style .properties files, the format of
+// Kafka's client and broker configs, for the sidecar's configuration and the
+// CLI's --command-config, --mirror-config and --add-config-file. Errors name
+// the line but never a value, because values may be secrets.
+package properties
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"unicode/utf16"
 )
+
+// ErrSyntax is matched by a *SyntaxError from Parse.
+var ErrSyntax = errors.New("properties: syntax error")
 
 // Property is one key/value pair of a .properties file. Line is the 1-based
 // line on which the entry starts (0 for properties not read from a file).
@@ -24,10 +33,25 @@ type SyntaxError struct {
 
 func (e *SyntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
 
-// Unwrap makes a SyntaxError match ErrPropertiesSyntax.
-func (e *SyntaxError) Unwrap() error { return ErrPropertiesSyntax }
+// Unwrap makes a SyntaxError match ErrSyntax.
+func (e *SyntaxError) Unwrap() error { return ErrSyntax }
 
-// ParseProperties reads a Java-style .properties file (as java.util.Properties
+// ReadFile parses the .properties file at path (see Parse); a syntax error
+// names the file.
+func ReadFile(path string) ([]Property, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	props, err := Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return props, nil
+}
+
+// Parse reads a Java-style .properties file (as java.util.Properties
 // does, but UTF-8) and returns its entries in file order:
 //
 //   - lines whose first non-blank character is '#' or '!' are comments;
@@ -41,7 +65,7 @@ func (e *SyntaxError) Unwrap() error { return ErrPropertiesSyntax }
 //
 // Unlike java.util.Properties, a key that appears twice is an error naming
 // both lines, because a silently overridden setting is an operator's trap.
-func ParseProperties(r io.Reader) ([]Property, error) {
+func Parse(r io.Reader) ([]Property, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,11 @@
+package properties
+
+import "strings"
+
+// IsSecret reports whether a Kafka config key holds a secret that must never
+// be printed or logged: passwords, JAAS configs (which carry credentials)
+// and PEM private keys. Keys are compared without regard to case.
+func IsSecret(key string) bool {
+	k := strings.ToLower(key)
+	return strings.Contains(k, "password") || strings.Contains(k, "jaas.config") || strings.Contains(k, "keystore.key")
+}
