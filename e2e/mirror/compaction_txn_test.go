@@ -120,10 +120,25 @@ func TestCompactedTransactions(t *testing.T) {
 	}
 	srcMarkers = markersOf(t, env.Source, topic, 0)
 	dstMarkers := markersOf(t, env.Destination, topic, 0)
+	dst := rawBatches(t, env.Destination, topic, 0)
+	cleanedOnDest := 0
 	for off, commit := range srcMarkers {
-		if d, ok := dstMarkers[off]; !ok || d != commit {
-			t.Fatalf("source marker at %d (commit %v): destination has %v (present %v)", off, commit, d, ok)
+		d, ok := dstMarkers[off]
+		switch {
+		case ok && d == commit:
+		case !ok && !holdsOffset(dst, off):
+			// The destination topic is compacted too (the source's
+			// configs), and its own cleaner removed the marker once the
+			// transaction's records were gone: a hole now. A marker that
+			// was never written would have left its offset to the next
+			// record, not a hole.
+			cleanedOnDest++
+		default:
+			t.Fatalf("source marker at %d (commit %v): destination has %v (present %v, a batch with records there %v)", off, commit, d, ok, holdsOffset(dst, off))
 		}
+	}
+	if cleanedOnDest > 0 {
+		t.Logf("%d of %d source markers were removed by the destination's cleaner", cleanedOnDest, len(srcMarkers))
 	}
 	// Markers the source's cleaner removed after they were mirrored stay on
 	// the destination: they must sit in source holes now.
@@ -139,4 +154,18 @@ func TestCompactedTransactions(t *testing.T) {
 		t.Fatalf("destination transactions left open: %v", ids)
 	}
 	t.Logf("destination: %d live records, %d copies, %d markers (%d still on the source)", live, copies, len(dstMarkers), len(srcMarkers))
+}
+
+// holdsOffset reports whether a batch with records, of batches
+// (rawBatches), spans offset. The cleaner keeps the last batch of a
+// producer without its records, so an empty batch spans offsets it holds
+// nothing at.
+func holdsOffset(batches map[int64]rawBatch, offset int64) bool {
+	for base, b := range batches {
+		last := base + int64(binary.BigEndian.Uint32(b.content[2:6]))
+		if base <= offset && offset <= last && binary.BigEndian.Uint32(b.content[22:26]) > 0 {
+			return true
+		}
+	}
+	return false
 }
