@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"regexp"
-	"strconv"
 	"sync"
 	"time"
 
@@ -54,11 +53,9 @@ func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
 		if len(m.Include) == 0 || m.SyncFault != "" {
 			continue // nothing to discover, or the source is another cluster
 		}
-		ms, _ := strconv.ParseInt(mirrorSetting(m, RefreshIntervalKey), 10, 64)
-		if now.Sub(last[name]) < time.Duration(ms)*time.Millisecond {
+		if !refreshDue(m, last, now) {
 			continue
 		}
-		last[name] = now
 		wg.Go(func() {
 			if err := s.discoverMirror(ctx, st, m); err != nil {
 				s.log.Warn("topic discovery", zap.String("mirror", name), zap.Error(err))

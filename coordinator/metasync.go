@@ -125,6 +125,17 @@ func (s *Service) runMetadataSync(ctx context.Context) {
 	every(ctx, metaSyncCheckInterval, func() { s.syncDueMirrors(ctx, log, m, last) })
 }
 
+// refreshDue reports whether mirror.metadata.refresh.interval.ms of m has
+// passed since last[m.Name], and if so sets last[m.Name] to now.
+func refreshDue(m *Mirror, last map[string]time.Time, now time.Time) bool {
+	ms, _ := strconv.ParseInt(mirrorSetting(m, RefreshIntervalKey), 10, 64)
+	if now.Sub(last[m.Name]) < time.Duration(ms)*time.Millisecond {
+		return false
+	}
+	last[m.Name] = now
+	return true
+}
+
 // syncDueMirrors syncs, one after the other, the mirrors whose refresh
 // interval has passed since last[mirror], while this sidecar is the raft
 // leader.
@@ -142,11 +153,9 @@ func (s *Service) syncDueMirrors(ctx context.Context, log *zap.Logger, m *metaSy
 	}
 	for _, name := range st.MirrorNames() {
 		mir := st.Mirrors[name]
-		ms, _ := strconv.ParseInt(mirrorSetting(mir, RefreshIntervalKey), 10, 64)
-		if now.Sub(last[name]) < time.Duration(ms)*time.Millisecond {
+		if !refreshDue(mir, last, now) {
 			continue
 		}
-		last[name] = now
 		s.syncMirrorMetadata(ctx, log.With(zap.String("mirror", name)), m, st, mir)
 		if ctx.Err() != nil {
 			return

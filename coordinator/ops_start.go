@@ -70,23 +70,25 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var (
-		matched []SourceTopic
-		missing []string
+		matched           []SourceTopic
+		missing           []string
+		listErr, matchErr error
 	)
-	for attempt := 1; ; attempt++ {
-		topics, err := sourceTopics(sctx, src)
-		if err != nil {
-			return fail(kerr.BrokerNotAvailable.Code, "cannot list the topics of the source cluster at %s: %v", m.Config[BootstrapServersKey], err)
+	// A topic created a moment ago may not be in the metadata of every
+	// source broker yet: ask again before answering that it is missing.
+	askAgain(sctx, func() bool {
+		var topics []SourceTopic
+		if topics, listErr = sourceTopics(sctx, src); listErr != nil {
+			return true
 		}
-		if matched, missing, err = expandTopics(topics, patterns, r.ExcludePatterns); err != nil {
-			return fail(kerr.InvalidRequest.Code, "%v", err)
-		}
-		// A topic created a moment ago may not be in the metadata of
-		// every source broker yet (one that just restarted, say): ask
-		// again for a few seconds before answering that it is missing.
-		if (len(matched) > 0 && len(missing) == 0) || attempt == 10 || !sleepCtx(sctx, 300*time.Millisecond) {
-			break
-		}
+		matched, missing, matchErr = expandTopics(topics, patterns, r.ExcludePatterns)
+		return matchErr != nil || (len(matched) > 0 && len(missing) == 0)
+	})
+	if listErr != nil {
+		return fail(kerr.BrokerNotAvailable.Code, "cannot list the topics of the source cluster at %s: %v", m.Config[BootstrapServersKey], listErr)
+	}
+	if matchErr != nil {
+		return fail(kerr.InvalidRequest.Code, "%v", matchErr)
 	}
 	if len(matched) == 0 && len(missing) == 0 {
 		return fail(kerr.InvalidRequest.Code, "no source topic matches %s (after excluding %s)",

@@ -97,17 +97,24 @@ func sourceTopicConfigs(ctx context.Context, cl *kgo.Client, topic string) (map[
 	return overrides, maxMessageBytes, nil
 }
 
+// askAgain calls ask until it reports done, at most 10 times 300 ms apart
+// (and while ctx lasts): for what a source broker may not know yet, a topic
+// created a moment ago or a broker that just restarted.
+func askAgain(ctx context.Context, ask func() (done bool)) {
+	for attempt := 1; !ask() && attempt < 10 && sleepCtx(ctx, 300*time.Millisecond); attempt++ {
+	}
+}
+
 // listedTopicConfigs is sourceTopicConfigs for a topic the source's
 // Metadata just listed. DescribeConfigs may go to another broker, one that
-// has not seen the topic yet (it was created a moment ago, or the broker just
-// restarted), so UNKNOWN_TOPIC_OR_PARTITION is asked again for a few seconds.
-func listedTopicConfigs(ctx context.Context, cl *kgo.Client, topic string) (map[string]string, int64, error) {
-	for attempt := 1; ; attempt++ {
-		overrides, maxBytes, err := sourceTopicConfigs(ctx, cl, topic)
-		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) || attempt == 10 || !sleepCtx(ctx, 300*time.Millisecond) {
-			return overrides, maxBytes, err
-		}
-	}
+// has not seen the topic yet, so UNKNOWN_TOPIC_OR_PARTITION is asked again
+// (askAgain).
+func listedTopicConfigs(ctx context.Context, cl *kgo.Client, topic string) (overrides map[string]string, maxBytes int64, err error) {
+	askAgain(ctx, func() bool {
+		overrides, maxBytes, err = sourceTopicConfigs(ctx, cl, topic)
+		return !errors.Is(err, kerr.UnknownTopicOrPartition)
+	})
+	return overrides, maxBytes, err
 }
 
 // compilePatterns compiles topic patterns: names or regular expressions,
