@@ -143,21 +143,11 @@ func createSourceTopic(t *testing.T, name string, partitions int32, configs map[
 // retrying while a new topic's metadata spreads through the cluster.
 func endOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 	t.Helper()
-	adm := kadm.NewClient(newClient(t, c, testbed.Admin))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		offs, err := adm.ListEndOffsets(ctx, topic)
+		out, err := c.EndOffsets(ctx, topic)
 		cancel()
-		out := map[int32]int64{}
-		if err == nil {
-			offs.Each(func(o kadm.ListedOffset) {
-				if o.Err != nil && err == nil {
-					err = fmt.Errorf("partition %d: %w", o.Partition, o.Err)
-				}
-				out[o.Partition] = o.Offset
-			})
-		}
 		if err == nil {
 			return out
 		}

@@ -11,8 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// EndOffsets returns the end offset of every partition of topic on c that
-// answered without an error.
+// EndOffsets returns the end offset of every partition of topic on c, or
+// the error of the first partition that has none (a topic created a moment
+// ago, say, whose metadata has not reached every broker yet).
 func (c *Cluster) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	cl, err := c.NewClient(Admin)
 	if err != nil {
@@ -25,11 +26,12 @@ func (c *Cluster) EndOffsets(ctx context.Context, topic string) (map[int32]int64
 	}
 	out := map[int32]int64{}
 	offs.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			out[o.Partition] = o.Offset
+		if o.Err != nil && err == nil {
+			err = fmt.Errorf("end offset of %s-%d: %w", topic, o.Partition, o.Err)
 		}
+		out[o.Partition] = o.Offset
 	})
-	return out, nil
+	return out, err
 }
 
 // CPUSeconds returns the CPU seconds (user + system) the running sidecars

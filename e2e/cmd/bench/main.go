@@ -140,11 +140,8 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		return nil, err
 	}
 	for {
-		got, err := env.Destination.EndOffsets(ctx, topic)
-		if err != nil {
-			return nil, err
-		}
-		if caughtUp(got, want) {
+		// An error: the destination topic is new, try again.
+		if got, err := env.Destination.EndOffsets(ctx, topic); err == nil && caughtUp(got, want) {
 			break
 		}
 		select {
