@@ -191,7 +191,7 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 		for _, k := range sortedKeys(m.Config) {
 			v := m.Config[k]
 			if properties.IsSecret(k) {
-				v = "[hidden]"
+				v = properties.Hidden
 			}
 			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: k, Value: strPtr(v)})
 		}

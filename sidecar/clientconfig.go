@@ -224,7 +224,7 @@ func (c ClientConfig) validateSASL() error {
 	}
 	j, err := parseJAAS(c.SASLJAASConfig)
 	if err != nil {
-		return configErr(jaasKey, "%s is malformed: %v (expected e.g. %s)", hidden, err, example)
+		return configErr(jaasKey, "%s is malformed: %v (expected e.g. %s)", properties.Hidden, err, example)
 	}
 	if j.module != module {
 		shown := "the login module"
@@ -238,7 +238,7 @@ func (c ClientConfig) validateSASL() error {
 	}
 	for _, opt := range []string{"username", "password"} {
 		if j.options[opt] == "" {
-			return configErr(jaasKey, "%s has no %s option (expected e.g. %s)", hidden, opt, example)
+			return configErr(jaasKey, "%s has no %s option (expected e.g. %s)", properties.Hidden, opt, example)
 		}
 	}
 	return nil
@@ -252,7 +252,7 @@ func (c ClientConfig) Redacted() []Property {
 		v := *c.field(name)
 		switch {
 		case v != "" && properties.IsSecret(name):
-			v = hidden
+			v = properties.Hidden
 		case v != "" && (name == "ssl.truststore.certificates" || name == "ssl.keystore.certificate.chain"):
 			v = fmt.Sprintf("[PEM, %d bytes]", len(v))
 		}
@@ -276,7 +276,7 @@ func (c ClientConfig) KgoOpts() ([]kgo.Opt, error) {
 	if c.usesSASL() {
 		j, err := parseJAAS(c.SASLJAASConfig)
 		if err != nil { // unreachable after Validate
-			return nil, configErr(c.Prefix+"sasl.jaas.config", "%s is malformed: %v", hidden, err)
+			return nil, configErr(c.Prefix+"sasl.jaas.config", "%s is malformed: %v", properties.Hidden, err)
 		}
 		user, pass := j.options["username"], j.options["password"]
 		switch c.SASLMechanism {

@@ -12,13 +12,10 @@ import (
 	"github.com/sidemirror/sidemirror/internal/properties"
 )
 
-// hidden replaces a secret wherever a value would be shown.
-const hidden = "[hidden]"
-
 // display quotes a value for an error message, or hides it if key is secret.
 func display(key, value string) string {
 	if properties.IsSecret(key) {
-		return hidden
+		return properties.Hidden
 	}
 	return strconv.Quote(value)
 }

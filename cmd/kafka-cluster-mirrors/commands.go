@@ -24,9 +24,6 @@ type client interface {
 // stderr): exit 1 without another message.
 var errReported = errors.New("failures reported")
 
-// redacted replaces secret values in output.
-const redacted = "[hidden]"
-
 // execute runs cfg's action with cl, prints its outcome and returns the exit
 // code.
 func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, stderr io.Writer) int {
@@ -187,7 +184,7 @@ func sortDescribed(mirrors []protocol.DescribedMirror) {
 		}
 		for j, c := range m.Configs {
 			if c.Value != nil && properties.IsSecret(c.Name) {
-				v := redacted
+				v := properties.Hidden
 				m.Configs[j].Value = &v
 			}
 		}

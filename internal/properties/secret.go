@@ -2,6 +2,9 @@ package properties
 
 import "strings"
 
+// Hidden is what is shown in place of a secret value.
+const Hidden = "[hidden]"
+
 // IsSecret reports whether a Kafka config key holds a secret that must never
 // be printed or logged: passwords, JAAS configs (which carry credentials)
 // and PEM private keys. Keys are compared without regard to case.
