@@ -402,16 +402,53 @@ func (e *testEnv) rawBatches(c *kfake.Cluster, cl *kgo.Client, topic string, par
 // compareRawBatches checks that the destination batches of a partition are
 // the source batches with only the producer fields (and the CRC) changed:
 // same base offsets, attributes (codec), timestamps, and byte-identical
-// records sections. No recompression happened.
+// records sections. No recompression happened, except that a run of
+// consecutive small source batches (coalescible) may have become one
+// destination batch with their attributes and offset range (compareTopic
+// checks their records). It returns the number of source batches.
 func (e *testEnv) compareRawBatches(topic string, partition int32, from int64) int {
+	n, _ := e.compareBatches(topic, partition, from, false)
+	return n
+}
+
+// compareBatches is compareRawBatches; with strict, no source batch may
+// have been coalesced. It also returns the number of source batches that
+// were.
+func (e *testEnv) compareBatches(topic string, partition int32, from int64, strict bool) (batches, coalesced int) {
 	e.t.Helper()
 	src := e.rawBatches(e.src, e.srcCl, topic, partition, from)
 	dst := e.rawBatches(e.dst, e.dstCl, topic, partition, from)
-	if len(src) != len(dst) {
-		e.t.Fatalf("%s/%d: %d source batches, %d destination batches", topic, partition, len(src), len(dst))
-	}
-	for i := range src {
-		s, d := src[i], dst[i]
+	si := 0
+	for i, d := range dst {
+		if si >= len(src) {
+			e.t.Fatalf("%s/%d: destination batch %d (offset %d) beyond the source's %d batches", topic, partition, i, batchBase(d), len(src))
+		}
+		s := src[si]
+		if batchNext(s) != batchNext(d) && s[offAttributes+1]&attrControl == 0 {
+			// A coalesced batch: it spans whole small source batches of
+			// its attributes.
+			end := si
+			for end < len(src) && batchNext(src[end]) < batchNext(d) {
+				end++
+			}
+			if strict || batchBase(s) != batchBase(d) || end == len(src) || batchNext(src[end]) != batchNext(d) {
+				e.t.Fatalf("%s/%d: destination batch %d (offsets %d..%d) does not match source batches", topic, partition, i, batchBase(d), batchNext(d)-1)
+			}
+			for _, sb := range src[si : end+1] {
+				rb, err := parseBatch(sb)
+				if err != nil || !coalescible(sb, &rb) || !slices.Equal(sb[offAttributes:offAttributes+2], d[offAttributes:offAttributes+2]) {
+					e.t.Fatalf("%s/%d: destination batch %d (offsets %d..%d) holds the source batch at %d, which may not be coalesced (%d bytes, attributes %#x, %v)",
+						topic, partition, i, batchBase(d), batchNext(d)-1, batchBase(sb), len(sb), rb.Attributes, err)
+				}
+			}
+			if !crcValid(d) {
+				e.t.Fatalf("%s/%d batch %d: destination CRC invalid", topic, partition, i)
+			}
+			coalesced += end + 1 - si
+			si = end + 1
+			continue
+		}
+		si++
 		if s[offAttributes+1]&attrControl != 0 {
 			// The destination writes its own markers: same offset,
 			// attributes and outcome; timestamps and coordinator epoch
@@ -437,5 +474,8 @@ func (e *testEnv) compareRawBatches(topic string, partition int32, from int64) i
 			e.t.Fatalf("%s/%d batch %d: destination CRC invalid", topic, partition, i)
 		}
 	}
-	return len(src)
+	if si != len(src) {
+		e.t.Fatalf("%s/%d: %d source batches, the destination's cover %d", topic, partition, len(src), si)
+	}
+	return len(src), coalesced
 }

@@ -148,7 +148,8 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// metricValue returns the value of a counter or gauge.
+// metricValue returns the value of a counter or gauge, or the sample
+// count of a histogram.
 func metricValue(t testing.TB, m prometheus.Metric) float64 {
 	t.Helper()
 	var d dto.Metric
@@ -160,8 +161,10 @@ func metricValue(t testing.TB, m prometheus.Metric) float64 {
 		return d.Counter.GetValue()
 	case d.Gauge != nil:
 		return d.Gauge.GetValue()
+	case d.Histogram != nil:
+		return float64(d.Histogram.GetSampleCount())
 	}
-	t.Fatalf("not a counter or gauge: %v", m.Desc())
+	t.Fatalf("not a counter, gauge or histogram: %v", m.Desc())
 	return 0
 }
 

@@ -123,6 +123,12 @@ type MirrorSettings struct {
 	// no fillers, an offset map instead (see OffsetMaps). The Manager
 	// needs the OffsetMapStore option for it.
 	TranslateOffsets bool
+	// KeepBatchBoundaries appends every source batch as it is. By default
+	// consecutive small batches of a partition (under 16 KiB each) are
+	// coalesced into one destination batch of up to 256 KiB: the same
+	// records at the same offsets, other batch boundaries, recompressed
+	// with the source batches' codec (see coalesce.go).
+	KeepBatchBoundaries bool
 }
 
 // check validates s and fills in defaults.

@@ -15,11 +15,14 @@ type metrics struct {
 	bytes         *prometheus.CounterVec   // mirror, topic
 	fillers       *prometheus.CounterVec   // mirror, topic
 	rebuilt       *prometheus.CounterVec   // mirror, topic
+	coalesced     *prometheus.CounterVec   // mirror, topic
+	coalescedInto *prometheus.CounterVec   // mirror, topic
 	markers       *prometheus.CounterVec   // mirror, topic, outcome
 	fetchLatency  *prometheus.HistogramVec // mirror
 	appendLatency prometheus.Histogram
-	partitions    *prometheus.GaugeVec   // state
-	errors        *prometheus.CounterVec // op, code
+	e2eLatency    *prometheus.HistogramVec // mirror
+	partitions    *prometheus.GaugeVec     // state
+	errors        *prometheus.CounterVec   // op, code
 }
 
 // Values of the op label of sidemirror_errors_total.
@@ -55,6 +58,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sidemirror_rebuilt_batches_total",
 			Help: "Source batches with compaction holes inside, appended rebuilt (decompressed, holes filled, recompressed).",
 		}, []string{"mirror", "topic"}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_coalesced_source_batches_total",
+			Help: "Small source batches appended merged with their neighbours into larger destination batches (same records and offsets).",
+		}, []string{"mirror", "topic"}),
+		coalescedInto: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_coalesced_batches_total",
+			Help: "Destination batches made of several small source batches.",
+		}, []string{"mirror", "topic"}),
 		markers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sidemirror_transaction_markers_total",
 			Help: "Source transaction markers replayed on the destination at their source offsets, by outcome (commit, abort).",
@@ -69,6 +80,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from sending a produce request to the local broker to its response.",
 			Buckets: latencyBuckets,
 		}),
+		e2eLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sidemirror_end_to_end_latency_seconds",
+			Help: "Time from a source batch's max timestamp (its last record's create time, or the source's append time) to the destination's acknowledgement of its append.",
+			// 1ms .. ~9 minutes: a backlog being copied shows as its age.
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+		}, []string{"mirror"}),
 		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sidemirror_partitions",
 			Help: "Partitions this sidecar's fetcher drives, by state.",
@@ -85,8 +102,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.fillers = register(reg, m.fillers, &err)
 	m.rebuilt = register(reg, m.rebuilt, &err)
 	m.markers = register(reg, m.markers, &err)
+	m.coalesced = register(reg, m.coalesced, &err)
+	m.coalescedInto = register(reg, m.coalescedInto, &err)
 	m.fetchLatency = register(reg, m.fetchLatency, &err)
 	m.appendLatency = register(reg, m.appendLatency, &err)
+	m.e2eLatency = register(reg, m.e2eLatency, &err)
 	m.partitions = register(reg, m.partitions, &err)
 	m.errors = register(reg, m.errors, &err)
 	return m, err

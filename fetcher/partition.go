@@ -520,6 +520,24 @@ func (p *partition) newItem(raw []byte, base int64, n, fillers int32) *appendIte
 	return &appendItem{p: p, raw: raw, base: base, last: base + int64(n) - 1, num: n, seqNext: p.prod.seq, fillers: fillers}
 }
 
+// submitRun appends the batches of run as one batch (as they are if it
+// holds one) and empties it. The caller checked room.
+func (p *partition) submitRun(pl *pipeline, run *coalesceRun) error {
+	defer run.reset()
+	if len(run.batches) == 1 {
+		pl.submit(p.newItem(run.batches[0], run.base, run.records, 0))
+		return nil
+	}
+	raw, err := coalesceBatches(run)
+	if err != nil {
+		return err
+	}
+	it := p.newItem(raw, run.base, run.records, 0)
+	it.merged = int32(len(run.batches))
+	pl.submit(it)
+	return nil
+}
+
 // stream mirrors from fetchFrom: it attaches the partition to the fetch
 // session of its source leader, appends what arrives, and handles fetch
 // errors, until ctx ends or an error needs a restart from the LEO.
@@ -535,6 +553,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 		cur        *fetched
 		pos        int
 		plan       = newHolePlan() // compaction holes waiting for the next live record
+		run        coalesceRun     // small batches waiting to be appended as one
 		timer      = time.NewTimer(time.Hour)
 	)
 	defer timer.Stop()
@@ -594,18 +613,43 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 				return err
 			}
 			if b == nil {
+				if !run.empty() {
+					// The end of what was fetched: append the run now
+					// rather than wait for more.
+					if err := p.submitRun(pl, &run); err != nil {
+						return err
+					}
+					continue
+				}
 				p.consumed(cur)
 				cur = nil
 				continue
 			}
 			pos += len(b)
 			cursor := plan.cursor(pl.next)
+			if !run.empty() {
+				cursor = run.next
+			}
 			if pl.translate {
 				cursor = pl.next + pl.shift
 			}
 			rb, action, err := inspectBatch(b, cursor)
 			if err != nil {
 				return err
+			}
+			if action == actionAppend && !pl.translate && !plan.pending() && coalescible(b, &rb) &&
+				!mir.settings.Load().KeepBatchBoundaries && run.fits(b, &rb) {
+				run.add(b, &rb)
+				continue
+			}
+			if !run.empty() {
+				// b does not join the run: append the run first (there
+				// is room now), then look at b again.
+				pos -= len(b)
+				if err := p.submitRun(pl, &run); err != nil {
+					return err
+				}
+				continue
 			}
 			if pl.translate {
 				if action != actionSkip {

@@ -19,6 +19,7 @@ type appendItem struct {
 	seqNext int32        // the sequence after this batch
 	fillers int32        // filler records in it: num for filler batches
 	rebuilt bool         // a source batch rebuilt with its compaction holes filled
+	merged  int32        // source batches coalesced into this one; 0: a source batch as it is
 	txn     *txnProducer // the destination transaction of a transactional batch; nil: the sidecar's idempotent producer
 
 	res *appendResult // set by the driver when its result arrived
@@ -165,11 +166,18 @@ func (pl *pipeline) complete(it *appendItem) {
 		p.m.met.fillers.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(fillers))
 	}
 	if n > 0 {
+		if ts := batchMaxTimestamp(it.raw); ts > 0 {
+			p.m.met.e2eLatency.WithLabelValues(p.key.Mirror).Observe(max(0, time.Since(time.UnixMilli(ts)).Seconds()))
+		}
 		p.m.met.records.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(n))
 		p.m.met.bytes.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(len(it.raw)))
 	}
 	if it.rebuilt {
 		p.m.met.rebuilt.WithLabelValues(p.key.Mirror, p.key.Topic).Inc()
+	}
+	if it.merged > 0 {
+		p.m.met.coalesced.WithLabelValues(p.key.Mirror, p.key.Topic).Add(float64(it.merged))
+		p.m.met.coalescedInto.WithLabelValues(p.key.Mirror, p.key.Topic).Inc()
 	}
 }
 

@@ -40,13 +40,58 @@ func mirroredBytes(t *testing.T, mirror string) int64 {
 type rawBatch struct {
 	codec   int16
 	content []byte
+	base    int64
+	next    int64 // the offset after the batch
+	size    int   // bytes of the whole batch
 }
+
+// coalesceSmallBytes is the fetcher's bound: only source batches smaller
+// than this may be coalesced with their neighbours into one destination
+// batch; larger ones must arrive byte-identical.
+const coalesceSmallBytes = 16 << 10
 
 // sameBatchContent reports whether two batches agree in everything but the
 // fields the destination legitimately rewrites (partition leader epoch,
 // CRC, producer ID, epoch and base sequence).
 func sameBatchContent(a, b rawBatch) bool {
 	return a.codec == b.codec && string(a.content) == string(b.content)
+}
+
+// matchBatches pairs each destination batch of a partition with the source
+// batch of the same offset range. A destination batch that spans several
+// whole source batches must be a coalesced run: every one of them smaller
+// than coalesceSmallBytes, of the destination batch's codec, neither
+// transactional nor a control batch. Anything else fails the test, and so
+// does a source batch that no destination batch covers. It also returns
+// how many source batches were coalesced.
+func matchBatches(t *testing.T, what string, src, dst map[int64]rawBatch) (pairs [][2]rawBatch, coalesced int) {
+	t.Helper()
+	covered := 0
+	for base, d := range dst {
+		if s, ok := src[base]; ok && s.next == d.next {
+			pairs = append(pairs, [2]rawBatch{s, d})
+			covered++
+			continue
+		}
+		off := base
+		for off < d.next {
+			s, ok := src[off]
+			if !ok || s.size >= coalesceSmallBytes || s.codec != d.codec || s.content[1]&0x30 != 0 {
+				t.Fatalf("%s: destination batch %d..%d (codec %d) is no run of small data batches of its codec: source at %d: %v %+v",
+					what, base, d.next-1, d.codec, off, ok, s)
+			}
+			off = s.next
+			covered++
+			coalesced++
+		}
+		if off != d.next {
+			t.Fatalf("%s: destination batch %d..%d ends inside a source batch", what, base, d.next-1)
+		}
+	}
+	if covered != len(src) {
+		t.Fatalf("%s: %d source batches, the destination's cover %d", what, len(src), covered)
+	}
+	return pairs, coalesced
 }
 
 // rawBatches fetches every record batch of a partition from its leader with
@@ -98,7 +143,7 @@ func rawBatches(t *testing.T, c *testbed.Cluster, topic string, partition int32)
 				continue
 			}
 			content := append(append([]byte{}, b[21:43]...), b[57:]...)
-			out[base] = rawBatch{codec: int16(binary.BigEndian.Uint16(b[21:23])) & 0x7, content: content}
+			out[base] = rawBatch{codec: int16(binary.BigEndian.Uint16(b[21:23])) & 0x7, content: content, base: base, next: last + 1, size: len(b)}
 			offset = last + 1
 			progressed = true
 		}

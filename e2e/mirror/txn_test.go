@@ -60,14 +60,10 @@ func markerType(t *testing.T, b rawBatch) (marker, commit bool) {
 func compareTransactional(t *testing.T, topic string, p int32) (commits, aborts int) {
 	t.Helper()
 	src, dst := rawBatches(t, env.Source, topic, p), rawBatches(t, env.Destination, topic, p)
-	if len(src) != len(dst) {
-		t.Fatalf("%s-%d: %d source batches, %d destination batches", topic, p, len(src), len(dst))
-	}
-	for off, s := range src {
-		d, ok := dst[off]
-		if !ok {
-			t.Fatalf("%s-%d: no destination batch at offset %d", topic, p, off)
-		}
+	pairs, _ := matchBatches(t, fmt.Sprintf("%s-%d", topic, p), src, dst)
+	for _, sd := range pairs {
+		s, d := sd[0], sd[1]
+		off := s.base
 		sm, sc := markerType(t, s)
 		dm, dc := markerType(t, d)
 		switch {
