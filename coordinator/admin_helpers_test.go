@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode/raftnodetest"
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/testwait"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -47,7 +52,7 @@ func (*fakeDataPlane) Stop(context.Context, fetcher.Partition) error { return ni
 func (*fakeDataPlane) Status() []fetcher.PartitionStatus             { return nil }
 
 // testSourceKeys are the source client keys testSourceDialer knows.
-var testSourceKeys = []string{BootstrapServersKey, "security.protocol", "sasl.mechanism", "sasl.jaas.config", "client.id"}
+var testSourceKeys = []string{fsm.BootstrapServersKey, "security.protocol", "sasl.mechanism", "sasl.jaas.config", "client.id"}
 
 // testSourceDialer stands in for the sidecar's SourceKgoOpts: it refuses
 // unknown keys, naming them, and dials bootstrap.servers.
@@ -64,14 +69,15 @@ func testSourceDialer(cfg map[string]string) ([]kgo.Opt, error) {
 	if p := cfg["security.protocol"]; p != "" && p != "PLAINTEXT" {
 		return nil, fmt.Errorf("config: security.protocol: %q is not supported", p)
 	}
-	return []kgo.Opt{kgo.SeedBrokers(SplitPatterns(cfg[BootstrapServersKey])...)}, nil
+	return []kgo.Opt{kgo.SeedBrokers(SplitPatterns(cfg[fsm.BootstrapServersKey])...)}, nil
 }
 
 // sidecarCluster runs sidecars in-process: raft on the in-memory transport
-// of a testCluster, a Service per node, and each Service's admin endpoint
+// of a raftnodetest.Cluster, a Service per node, and each Service's admin endpoint
 // on a loopback port, with Peers forwarding between them as in production.
 type sidecarCluster struct {
-	*testCluster
+	*raftnodetest.Cluster
+	t      *testing.T
 	mu     sync.Mutex
 	admin  map[int32]string // admin endpoint by ID
 	svcs   map[int32]*Service
@@ -80,7 +86,7 @@ type sidecarCluster struct {
 
 func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
 	t.Helper()
-	c := &sidecarCluster{testCluster: newTestCluster(t, ids...),
+	c := &sidecarCluster{Cluster: raftnodetest.New(t, ids...), t: t,
 		admin: map[int32]string{}, svcs: map[int32]*Service{}, planes: map[int32]*fakeDataPlane{}}
 	for _, id := range ids {
 		c.startSidecar(id)
@@ -89,7 +95,7 @@ func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
 }
 
 // startSidecar opens node id (wired to the other transports as
-// testCluster.start does), its Service and its admin endpoint.
+// raftnodetest.Cluster.Start does), its Service and its admin endpoint.
 func (c *sidecarCluster) startSidecar(id int32) {
 	t := c.t
 	t.Helper()
@@ -97,28 +103,15 @@ func (c *sidecarCluster) startSidecar(id int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tr := raft.NewInmemTransport(raft.ServerAddress(raftAddr(id)))
-	c.testCluster.mu.Lock()
-	for other, ot := range c.trans {
-		if other != id {
-			ot.Disconnect(tr.LocalAddr())
-			tr.Connect(ot.LocalAddr(), ot)
-			ot.Connect(tr.LocalAddr(), tr)
-		}
-	}
-	c.trans[id] = tr
-	c.testCluster.mu.Unlock()
-
-	peers := NewPeers()
-	cfg := c.config(id, tr)
+	tr := c.Connect(id)
+	peers := raftnode.NewPeers()
+	cfg := c.Config(id, tr)
 	cfg.AdminAddr, cfg.Forwarder = ln.Addr().String(), peers
-	n, err := OpenNode(cfg)
+	n, err := raftnode.OpenNode(cfg)
 	if err != nil {
 		t.Fatalf("OpenNode(%d): %v", id, err)
 	}
-	c.testCluster.mu.Lock()
-	c.nodes[id] = n
-	c.testCluster.mu.Unlock()
+	c.Add(id, n)
 
 	dest, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
 	if err != nil {
@@ -166,9 +159,9 @@ func (c *sidecarCluster) service(id int32) *Service {
 func (c *sidecarCluster) waitLeader() int32 {
 	c.t.Helper()
 	var leader int32
-	waitFor(c.t, clusterTimeout, "a leader known to every node with its admin address", func() bool {
+	testwait.For(c.t, raftnodetest.Timeout, "a leader known to every node with its admin address", func() bool {
 		leader = -1
-		for id, n := range c.running() {
+		for id, n := range c.Running() {
 			if n.IsLeader() {
 				leader = id
 			}
@@ -176,7 +169,7 @@ func (c *sidecarCluster) waitLeader() int32 {
 		if leader < 0 {
 			return false
 		}
-		for _, n := range c.running() {
+		for _, n := range c.Running() {
 			if id, addr := n.Leader(); id != leader || addr != c.adminOf(leader) {
 				return false
 			}
@@ -189,7 +182,7 @@ func (c *sidecarCluster) waitLeader() int32 {
 // do sends req to the admin endpoint of id, as the CLI does.
 func (c *sidecarCluster) do(id int32, req protocol.Request) protocol.Response {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), raftnodetest.Timeout)
 	defer cancel()
 	cl, err := protocol.Dial(ctx, c.adminOf(id))
 	if err != nil {
@@ -204,7 +197,7 @@ func (c *sidecarCluster) do(id int32, req protocol.Request) protocol.Response {
 }
 
 // memberIDs returns the IDs in n's raft configuration as "1,2,3".
-func memberIDs(t *testing.T, n *Node) string {
+func memberIDs(t *testing.T, n *raftnode.Node) string {
 	t.Helper()
 	ms, err := n.Members()
 	if err != nil {
@@ -229,4 +222,10 @@ func wantCode(t *testing.T, what string, code int16, msg *string, want int16, sn
 			t.Fatalf("%s: message %q does not contain %q", what, deref(msg), s)
 		}
 	}
+}
+
+// hasMember reports whether id is in n's raft configuration.
+func hasMember(t *testing.T, n *raftnode.Node, id int32) bool {
+	t.Helper()
+	return slices.Contains(strings.Split(memberIDs(t, n), ","), strconv.Itoa(int(id)))
 }

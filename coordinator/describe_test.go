@@ -3,6 +3,7 @@ package coordinator
 import (
 	"testing"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
@@ -13,7 +14,7 @@ import (
 // is PAUSING or STOPPING, one no sidecar drives any more is PAUSED or
 // STOPPED, and an undriven active partition shows what was persisted.
 func TestPartitionRow(t *testing.T) {
-	m := &Mirror{Name: "m"}
+	m := &fsm.Mirror{Name: "m"}
 	driven := protocol.PartitionDetail{PartitionIndex: 1, SourceOffset: 100, DestinationOffset: 90, Lag: 10,
 		State: fetcher.StateMirroring.String(), LastMirrorEpoch: 3, OwnerBrokerId: 2}
 	failed := driven
@@ -23,7 +24,7 @@ func TestPartitionRow(t *testing.T) {
 
 	for _, tc := range []struct {
 		name      string
-		status    TopicStatus
+		status    fsm.TopicStatus
 		row       protocol.PartitionDetail
 		reported  bool
 		persisted *protocol.ReadMirrorStatesResponsePartition
@@ -31,17 +32,17 @@ func TestPartitionRow(t *testing.T) {
 		owner     int32
 		lastError string
 	}{
-		{"active, driven", TopicActive, driven, true, nil, "MIRRORING", 2, ""},
-		{"paused, still driven", TopicPaused, driven, true, nil, "PAUSING", 2, ""},
-		{"paused, released", TopicPaused, protocol.PartitionDetail{}, false, nil, "PAUSED", -1, ""},
-		{"paused, failed row", TopicPaused, failed, true, nil, "PAUSED", -1, ""},
-		{"stopped, still driven", TopicStopped, driven, true, nil, "STOPPING", 2, ""},
-		{"stopped, released", TopicStopped, protocol.PartitionDetail{}, false, nil, "STOPPED", -1, ""},
-		{"active, undriven, nothing persisted", TopicActive, protocol.PartitionDetail{}, false, nil, "UNKNOWN", -1, ""},
-		{"active, undriven, persisted", TopicActive, protocol.PartitionDetail{}, false, persisted, "FAILED", -1, reason},
+		{"active, driven", fsm.TopicActive, driven, true, nil, "MIRRORING", 2, ""},
+		{"paused, still driven", fsm.TopicPaused, driven, true, nil, "PAUSING", 2, ""},
+		{"paused, released", fsm.TopicPaused, protocol.PartitionDetail{}, false, nil, "PAUSED", -1, ""},
+		{"paused, failed row", fsm.TopicPaused, failed, true, nil, "PAUSED", -1, ""},
+		{"stopped, still driven", fsm.TopicStopped, driven, true, nil, "STOPPING", 2, ""},
+		{"stopped, released", fsm.TopicStopped, protocol.PartitionDetail{}, false, nil, "STOPPED", -1, ""},
+		{"active, undriven, nothing persisted", fsm.TopicActive, protocol.PartitionDetail{}, false, nil, "UNKNOWN", -1, ""},
+		{"active, undriven, persisted", fsm.TopicActive, protocol.PartitionDetail{}, false, persisted, "FAILED", -1, reason},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			topic := &MirrorTopic{Name: "t", Mirror: "m", Partitions: 2, Status: tc.status}
+			topic := &fsm.MirrorTopic{Name: "t", Mirror: "m", Partitions: 2, Status: tc.status}
 			d := partitionRow(m, topic, 1, tc.row, tc.reported, tc.persisted, nil)
 			if d.State != tc.state || d.OwnerBrokerId != tc.owner || d.PartitionIndex != 1 || deref(d.LastError) != tc.lastError {
 				t.Fatalf("row = %+v (last error %q), want state %s, owner %d, last error %q", d, deref(d.LastError), tc.state, tc.owner, tc.lastError)
@@ -55,7 +56,7 @@ func TestPartitionRow(t *testing.T) {
 	}
 
 	t.Run("unreachable sidecars are named", func(t *testing.T) {
-		topic := &MirrorTopic{Name: "t", Mirror: "m", Partitions: 2, Status: TopicActive}
+		topic := &fsm.MirrorTopic{Name: "t", Mirror: "m", Partitions: 2, Status: fsm.TopicActive}
 		d := partitionRow(m, topic, 0, protocol.PartitionDetail{}, false, nil, []string{"2@127.0.0.1:9191"})
 		if want := "no sidecar reports this partition; unreachable sidecars: 2@127.0.0.1:9191"; deref(d.LastError) != want {
 			t.Fatalf("last error %q, want %q", deref(d.LastError), want)

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 // Destination does the admin work mirror operations need on the
@@ -198,7 +200,7 @@ var ErrNoAuthorizer = errors.New("coordinator: the destination cluster has no au
 // topicACLs returns every ACL that applies to topic: literal, prefixed and
 // wildcard ones (pattern type MATCH). ErrNoAuthorizer when there is no
 // authorizer.
-func (d *Destination) topicACLs(ctx context.Context, topic string) ([]ACL, error) {
+func (d *Destination) topicACLs(ctx context.Context, topic string) ([]fsm.ACL, error) {
 	acls, err := describeACLs(ctx, d.cl, aclResourceTopic, &topic, aclPatternMatch)
 	if err != nil && !errors.Is(err, ErrNoAuthorizer) {
 		return nil, fmt.Errorf("coordinator: describe ACLs of %s: %w", topic, err)
@@ -209,7 +211,7 @@ func (d *Destination) topicACLs(ctx context.Context, topic string) ([]ACL, error
 // describeACLs lists the ACLs of cl's cluster for resources of
 // resourceType named name (nil: any) with the given pattern type filter.
 // ErrNoAuthorizer when the cluster has no authorizer.
-func describeACLs(ctx context.Context, cl *kgo.Client, resourceType int8, name *string, pattern int8) ([]ACL, error) {
+func describeACLs(ctx context.Context, cl *kgo.Client, resourceType int8, name *string, pattern int8) ([]fsm.ACL, error) {
 	req := kmsg.NewPtrDescribeACLsRequest()
 	req.ResourceType = kmsg.ACLResourceType(resourceType)
 	req.ResourceName = name
@@ -226,10 +228,10 @@ func describeACLs(ctx context.Context, cl *kgo.Client, resourceType int8, name *
 		}
 		return nil, err
 	}
-	var out []ACL
+	var out []fsm.ACL
 	for _, r := range resp.Resources {
 		for _, a := range r.ACLs {
-			out = append(out, ACL{
+			out = append(out, fsm.ACL{
 				ResourceType: int8(r.ResourceType), ResourceName: r.ResourceName, PatternType: int8(r.ResourcePatternType),
 				Principal: a.Principal, Host: a.Host, Operation: int8(a.Operation), Permission: int8(a.PermissionType),
 			})
@@ -283,13 +285,13 @@ func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
 // ACLs and no other ACL applies to the topic, an ALLOW ALL for User:* beside
 // it, so that consumers keep the access they had (DESIGN D4). It returns the
 // ACLs it created, which the controller records as the sidecars' own.
-func (d *Destination) Protect(ctx context.Context, topic string) ([]ACL, error) {
+func (d *Destination) Protect(ctx context.Context, topic string) ([]fsm.ACL, error) {
 	existing, err := d.topicACLs(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	deny, allow := readOnlyACLs(topic)
-	want := []ACL{deny}
+	want := []fsm.ACL{deny}
 	if len(otherACLs(topic, existing)) == 0 {
 		everyoneAllowed, err := d.allowsEveryone(ctx)
 		if err != nil {
@@ -309,8 +311,8 @@ func (d *Destination) Protect(ctx context.Context, topic string) ([]ACL, error) 
 // User:* on its literal name, and the ALLOW ALL for User:* that goes beside
 // it while the brokers allow everyone on resources without ACLs and no
 // other ACL applies to the topic.
-func readOnlyACLs(topic string) (deny, allow ACL) {
-	deny = ACL{ResourceType: aclResourceTopic, ResourceName: topic, PatternType: aclPatternLiteral,
+func readOnlyACLs(topic string) (deny, allow fsm.ACL) {
+	deny = fsm.ACL{ResourceType: aclResourceTopic, ResourceName: topic, PatternType: aclPatternLiteral,
 		Principal: everyone, Host: "*", Operation: aclOperationWrite, Permission: aclPermissionDeny}
 	allow = deny
 	allow.Operation, allow.Permission = aclOperationAll, aclPermAllow
@@ -321,9 +323,9 @@ func readOnlyACLs(topic string) (deny, allow ACL) {
 // topicACLs lists them) other than topic's read-only ACLs: any one of them
 // means the brokers no longer apply allow.everyone.if.no.acl.found to the
 // topic, so an ALLOW ALL for User:* would override it.
-func otherACLs(topic string, existing []ACL) []ACL {
+func otherACLs(topic string, existing []fsm.ACL) []fsm.ACL {
 	deny, allow := readOnlyACLs(topic)
-	var out []ACL
+	var out []fsm.ACL
 	for _, a := range existing {
 		if a != deny && a != allow {
 			out = append(out, a)
@@ -338,7 +340,7 @@ func (d *Destination) CheckAuthorizer(ctx context.Context, topic string) error {
 	return err
 }
 
-func (d *Destination) createACLs(ctx context.Context, acls []ACL) error {
+func (d *Destination) createACLs(ctx context.Context, acls []fsm.ACL) error {
 	req := kmsg.NewPtrCreateACLsRequest()
 	for _, a := range acls {
 		c := kmsg.NewCreateACLsRequestCreation()
@@ -371,7 +373,7 @@ func (d *Destination) createACLs(ctx context.Context, acls []ACL) error {
 }
 
 // Unprotect deletes exactly the given ACLs (the ones Protect created).
-func (d *Destination) Unprotect(ctx context.Context, acls []ACL) error {
+func (d *Destination) Unprotect(ctx context.Context, acls []fsm.ACL) error {
 	if len(acls) == 0 {
 		return nil
 	}

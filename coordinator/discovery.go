@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -65,7 +66,7 @@ func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
 	wg.Wait()
 }
 
-func (s *Service) discoverMirror(ctx context.Context, st *State, m *Mirror) error {
+func (s *Service) discoverMirror(ctx context.Context, st *fsm.State, m *fsm.Mirror) error {
 	src, err := s.sourceClient(sourceConfig(m.Config))
 	if err != nil {
 		return err

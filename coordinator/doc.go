@@ -1,17 +1,13 @@
 // Package coordinator is the controller of a sidemirror deployment: the raft
-// group formed by the sidecars of one destination cluster. It holds the
-// replicated state of mirrors and topic assignments, validates and applies
-// admin operations, drives the per-partition state machine, runs metadata
-// sync (configs, partitions, consumer groups, ACLs, topic discovery) and
-// keeps mirror topics read-only until failover.
+// group formed by the sidecars of one destination cluster. It validates and
+// applies admin operations, drives the per-partition state machine, runs
+// metadata sync (configs, partitions, consumer groups, ACLs, topic
+// discovery), keeps mirror topics read-only until failover, moves
+// leadership away from brokers whose sidecar died, and serves the
+// __mirror_state coordinator role.
 //
-// The replicated state is a State (mirrors, topic assignments with their
-// mirror.name status, the ACLs the sidecars own, the sidecars' addresses),
-// held by the raft FSM. It changes only through Commands: versioned, JSON
-// bodied, carrying the proposer's clock, validated and applied
-// deterministically with a Result of Kafka error codes (a bad command is an
-// error result, never a panic). Every sidecar runs a Node, its member of the
-// raft group: Node.Apply proposes a command on the leader or forwards it to
-// the leader's admin endpoint (Forwarder, ApplyLocal), and FSM.Read and
-// FSM.Watch serve readers. DESIGN.md explains the choices.
+// The replicated state and its commands are coordinator/fsm's; this
+// sidecar's raft member is coordinator/raftnode's. Service is the admin
+// endpoint's protocol.Handler and runs the loops beside it. DESIGN.md
+// explains the choices and maps the files.
 package coordinator

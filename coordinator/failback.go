@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 // Failback (DESIGN D9, D16): starting a topic onto an existing, non-empty
@@ -173,7 +175,7 @@ func (l *partitionLog) batchAt(ctx context.Context, partition int32, offset int6
 // divergenceMessage is the per-topic start error of a topic that diverged
 // (DESIGN D9): the first diverged partition with the offset and counts,
 // what happened to the topic and what the operator can do.
-func divergenceMessage(topic string, found []Divergence, started bool) string {
+func divergenceMessage(topic string, found []fsm.Divergence, started bool) string {
 	msg := fmt.Sprintf("destination topic %s holds records the source does not have: %s", topic, found[0])
 	if len(found) > 1 {
 		msg += fmt.Sprintf(" (and %d more partitions)", len(found)-1)
@@ -190,7 +192,7 @@ func divergenceMessage(topic string, found []Divergence, started bool) string {
 // destination topic with the source topic. It returns the diverged
 // partitions (none when every destination log is a prefix of the
 // source's) and the destination log it read.
-func (s *Service) findDivergences(ctx context.Context, src *kgo.Client, topic string, partitions int32) ([]Divergence, *partitionLog, error) {
+func (s *Service) findDivergences(ctx context.Context, src *kgo.Client, topic string, partitions int32) ([]fsm.Divergence, *partitionLog, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	dl, err := openLog(ctx, s.cfg.Destination.cl, topic)
@@ -201,7 +203,7 @@ func (s *Service) findDivergences(ctx context.Context, src *kgo.Client, topic st
 	if err != nil {
 		return nil, nil, fmt.Errorf("source topic %s: %w", topic, err)
 	}
-	var found []Divergence
+	var found []fsm.Divergence
 	for p := range partitions {
 		d, err := comparePartition(ctx, dl, sl, p)
 		if err != nil {
@@ -216,7 +218,7 @@ func (s *Service) findDivergences(ctx context.Context, src *kgo.Client, topic st
 
 // comparePartition returns nil when the destination's log of partition p is
 // a prefix of the source's, or where it diverges.
-func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*Divergence, error) {
+func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*fsm.Divergence, error) {
 	end := dl.ends[p]
 	if end <= dl.starts[p] {
 		return nil, nil // nothing on this cluster to disagree with
@@ -230,15 +232,15 @@ func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*Dive
 		if off < dl.starts[p] || off < sl.starts[p] {
 			// Nothing older to compare: diverged from the first offset both hold.
 			at := max(dl.starts[p], sl.starts[p])
-			return &Divergence{Partition: p, Offset: at, Extra: end - at, Exact: off < dl.starts[p]}, nil
+			return &fsm.Divergence{Partition: p, Offset: at, Extra: end - at, Exact: off < dl.starts[p]}, nil
 		}
 		if step >= maxDivergenceSteps {
-			return &Divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
+			return &fsm.Divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
 		}
 		db, err := dl.batchAt(ctx, p, off)
 		if errors.Is(err, errNoBatch) {
 			// A hole (compaction) on this cluster: nothing older to compare.
-			return &Divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
+			return &fsm.Divergence{Partition: p, Offset: off + 1, Extra: end - off - 1}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -252,7 +254,7 @@ func comparePartition(ctx context.Context, dl, sl *partitionLog, p int32) (*Dive
 				if db.last == end-1 {
 					return nil, nil // the whole log is a prefix of the source's
 				}
-				return &Divergence{Partition: p, Offset: db.last + 1, Extra: end - db.last - 1, Exact: true}, nil
+				return &fsm.Divergence{Partition: p, Offset: db.last + 1, Extra: end - db.last - 1, Exact: true}, nil
 			}
 		}
 		off = db.base - 1

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -164,7 +166,7 @@ func (s *Service) failoverRound(ctx context.Context, f *failover) {
 	}
 }
 
-func sidecarAdminAddr(st *State, id int32) string {
+func sidecarAdminAddr(st *fsm.State, id int32) string {
 	if sc := st.Sidecars[id]; sc != nil {
 		return sc.AdminAddr
 	}
@@ -173,7 +175,7 @@ func sidecarAdminAddr(st *State, id int32) string {
 
 // probeSidecars checks every registered sidecar but this one, in parallel,
 // and returns which answered.
-func (s *Service) probeSidecars(ctx context.Context, f *failover, st *State) map[int32]bool {
+func (s *Service) probeSidecars(ctx context.Context, f *failover, st *fsm.State) map[int32]bool {
 	answered := make(map[int32]bool, len(st.Sidecars))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -212,7 +214,7 @@ type partitionInfo struct {
 
 // leaderMove is one change of a partition's leadership.
 type leaderMove struct {
-	tp       TopicPartition
+	tp       fsm.TopicPartition
 	from, to int32   // leader now, and the broker that is to lead
 	replicas []int32 // the replica order to set; nil keeps the current one
 	original []int32 // the order to record first; nil records nothing
@@ -220,12 +222,12 @@ type leaderMove struct {
 }
 
 // moveLeadership plans and carries out the moves of one round.
-func (s *Service) moveLeadership(ctx context.Context, f *failover, st *State) error {
+func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State) error {
 	dead := f.live.deadIDs()
 	topics := map[string]bool{}
 	if len(dead) > 0 {
 		for name, t := range st.Topics {
-			if t.Status == TopicActive {
+			if t.Status == fsm.TopicActive {
 				topics[name] = true
 			}
 		}
@@ -242,9 +244,9 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *State) er
 	}
 
 	// What a sidecar drives is asked once per round, and only when needed.
-	asked := map[int32]map[TopicPartition]bool{}
+	asked := map[int32]map[fsm.TopicPartition]bool{}
 	askErr := map[int32]error{}
-	drives := func(broker int32, tp TopicPartition) (bool, error) {
+	drives := func(broker int32, tp fsm.TopicPartition) (bool, error) {
 		if _, ok := asked[broker]; !ok && askErr[broker] == nil {
 			asked[broker], askErr[broker] = s.drivenBy(ctx, st, broker)
 		}
@@ -265,7 +267,7 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *State) er
 	}
 
 	// Never interfere with a reassignment someone else started.
-	var reorder []TopicPartition
+	var reorder []fsm.TopicPartition
 	for _, m := range moves {
 		if m.replicas != nil {
 			reorder = append(reorder, m.tp)
@@ -287,20 +289,20 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *State) er
 	}
 
 	// Record the original orders before anything changes.
-	var record []ReplicaOrder
+	var record []fsm.ReplicaOrder
 	for _, m := range moves {
 		if m.original != nil {
-			record = append(record, ReplicaOrder{Topic: m.tp.Topic, Partition: m.tp.Partition, Replicas: m.original})
+			record = append(record, fsm.ReplicaOrder{Topic: m.tp.Topic, Partition: m.tp.Partition, Replicas: m.original})
 		}
 	}
 	if len(record) > 0 {
-		if err := s.applyChecked(ctx, RecordReplicaOrder{Partitions: record}); err != nil {
+		if err := s.applyChecked(ctx, fsm.RecordReplicaOrder{Partitions: record}); err != nil {
 			s.log.Warn("cannot record the original replica order; moving no partition that needs it", zap.Error(err))
 			moves = slices.DeleteFunc(moves, func(m leaderMove) bool { return m.original != nil })
 		}
 	}
 
-	failed := map[TopicPartition]bool{}
+	failed := map[fsm.TopicPartition]bool{}
 	var alter []leaderMove
 	for _, m := range moves {
 		if m.replicas != nil {
@@ -318,7 +320,7 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *State) er
 			failed[tp] = true
 		}
 	}
-	var elect []TopicPartition
+	var elect []fsm.TopicPartition
 	for _, m := range moves {
 		if !failed[m.tp] {
 			elect = append(elect, m.tp)
@@ -354,7 +356,7 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *State) er
 		}
 	}
 	if len(clears) > 0 {
-		if err := s.applyChecked(ctx, ClearReplicaOrder{Partitions: clears}); err != nil {
+		if err := s.applyChecked(ctx, fsm.ClearReplicaOrder{Partitions: clears}); err != nil {
 			return fmt.Errorf("clearing the recorded replica order of restored partitions: %w", err)
 		}
 	}
@@ -373,11 +375,11 @@ func (f *failover) warn(s *Service, key, msg string, fields ...zap.Field) {
 	s.log.Warn(msg, fields...)
 }
 
-func tpKey(tp TopicPartition) string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+func tpKey(tp fsm.TopicPartition) string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
 
 // skip is a partition left alone this round, and why.
 type skip struct {
-	tp     TopicPartition
+	tp     fsm.TopicPartition
 	reason string
 	broker int32
 }
@@ -397,13 +399,13 @@ func (sk skip) fields() []zap.Field {
 // topic is gone from the destination, or whose replica set someone else
 // changed, is only cleared. It returns the moves, the partitions to clear
 // without a move, and the ones skipped.
-func planBack(st *State, md map[string]map[int32]partitionInfo, back func(int32) bool,
-	drives func(broker int32, tp TopicPartition) (bool, error)) (moves []leaderMove, clears []TopicPartition, skips []skip) {
+func planBack(st *fsm.State, md map[string]map[int32]partitionInfo, back func(int32) bool,
+	drives func(broker int32, tp fsm.TopicPartition) (bool, error)) (moves []leaderMove, clears []fsm.TopicPartition, skips []skip) {
 	for _, topic := range slices.Sorted(maps.Keys(st.MovedPartitions)) {
 		parts := st.MovedPartitions[topic]
 		for _, p := range slices.Sorted(maps.Keys(parts)) {
 			orig := parts[p]
-			tp := TopicPartition{topic, p}
+			tp := fsm.TopicPartition{Topic: topic, Partition: p}
 			pi, ok := md[topic][p]
 			if !ok {
 				clears = append(clears, tp) // the topic or partition is gone
@@ -454,18 +456,18 @@ func planBack(st *State, md map[string]map[int32]partitionInfo, back func(int32)
 // a home in planBack. Partitions that move back this round are left out.
 // Targets are balanced by the number of mirror partitions each broker
 // leads.
-func planAway(st *State, md map[string]map[int32]partitionInfo, dead []int32, live func(int32) bool,
-	drives func(broker int32, tp TopicPartition) (bool, error), back []leaderMove) (moves []leaderMove, skips []skip) {
+func planAway(st *fsm.State, md map[string]map[int32]partitionInfo, dead []int32, live func(int32) bool,
+	drives func(broker int32, tp fsm.TopicPartition) (bool, error), back []leaderMove) (moves []leaderMove, skips []skip) {
 	if len(dead) == 0 {
 		return nil, nil
 	}
-	restoring := map[TopicPartition]bool{}
+	restoring := map[fsm.TopicPartition]bool{}
 	for _, m := range back {
 		restoring[m.tp] = true
 	}
 	var active []string
 	for _, name := range slices.Sorted(maps.Keys(st.Topics)) {
-		if st.Topics[name].Status == TopicActive && md[name] != nil {
+		if st.Topics[name].Status == fsm.TopicActive && md[name] != nil {
 			active = append(active, name)
 		}
 	}
@@ -479,7 +481,7 @@ func planAway(st *State, md map[string]map[int32]partitionInfo, dead []int32, li
 		for _, topic := range active {
 			for _, p := range slices.Sorted(maps.Keys(md[topic])) {
 				pi := md[topic][p]
-				tp := TopicPartition{topic, p}
+				tp := fsm.TopicPartition{Topic: topic, Partition: p}
 				if pi.leader != d || restoring[tp] {
 					continue
 				}
@@ -550,14 +552,14 @@ func sameSet(a, b []int32) bool {
 
 // applyChecked applies c through raft and returns its error, the command's
 // own included.
-func (s *Service) applyChecked(ctx context.Context, c Command) error {
+func (s *Service) applyChecked(ctx context.Context, c fsm.Command) error {
 	actx, cancel := context.WithTimeout(ctx, failoverKafkaTimeout)
 	defer cancel()
 	res, err := s.apply(actx, c)
 	if err != nil {
 		return err
 	}
-	return res.Err()
+	return raftnode.ResultErr(res)
 }
 
 // partitionMetadata returns leader, replicas and ISR of every partition of
@@ -600,11 +602,11 @@ func (s *Service) partitionMetadata(ctx context.Context, topics []string) (map[s
 }
 
 // drivenBy returns the partitions the sidecar of broker drives.
-func (s *Service) drivenBy(ctx context.Context, st *State, broker int32) (map[TopicPartition]bool, error) {
-	out := map[TopicPartition]bool{}
+func (s *Service) drivenBy(ctx context.Context, st *fsm.State, broker int32) (map[fsm.TopicPartition]bool, error) {
+	out := map[fsm.TopicPartition]bool{}
 	if broker == s.cfg.BrokerID {
 		for _, ps := range s.cfg.DataPlane.Status() {
-			out[TopicPartition{ps.Topic, ps.Partition.Partition}] = true
+			out[fsm.TopicPartition{Topic: ps.Topic, Partition: ps.Partition.Partition}] = true
 		}
 		return out, nil
 	}
@@ -625,7 +627,7 @@ func (s *Service) drivenBy(ctx context.Context, st *State, broker int32) (map[To
 	for _, m := range r.Mirrors {
 		for _, t := range m.Topics {
 			for _, p := range t.Partitions {
-				out[TopicPartition{t.TopicName, p.PartitionIndex}] = true
+				out[fsm.TopicPartition{Topic: t.TopicName, Partition: p.PartitionIndex}] = true
 			}
 		}
 	}
@@ -633,7 +635,7 @@ func (s *Service) drivenBy(ctx context.Context, st *State, broker int32) (map[To
 }
 
 // reassigning returns which of tps have a reassignment in progress.
-func (s *Service) reassigning(ctx context.Context, tps []TopicPartition) (map[TopicPartition]bool, error) {
+func (s *Service) reassigning(ctx context.Context, tps []fsm.TopicPartition) (map[fsm.TopicPartition]bool, error) {
 	req := kmsg.NewPtrListPartitionReassignmentsRequest()
 	req.TimeoutMillis = int32(failoverKafkaTimeout / time.Millisecond)
 	for topic, parts := range groupByTopic(tps) {
@@ -650,10 +652,10 @@ func (s *Service) reassigning(ctx context.Context, tps []TopicPartition) (map[To
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return nil, fmt.Errorf("destination ListPartitionReassignments: %w: %s", err, deref(resp.ErrorMessage))
 	}
-	busy := map[TopicPartition]bool{}
+	busy := map[fsm.TopicPartition]bool{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			busy[TopicPartition{t.Topic, p.Partition}] = true
+			busy[fsm.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = true
 		}
 	}
 	return busy, nil
@@ -662,7 +664,7 @@ func (s *Service) reassigning(ctx context.Context, tps []TopicPartition) (map[To
 // alterReplicaOrder sets the replica order of the moves' partitions. It
 // returns the error of each partition that failed, and an error when the
 // request failed as a whole.
-func (s *Service) alterReplicaOrder(ctx context.Context, moves []leaderMove) (map[TopicPartition]error, error) {
+func (s *Service) alterReplicaOrder(ctx context.Context, moves []leaderMove) (map[fsm.TopicPartition]error, error) {
 	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 	req.TimeoutMillis = int32(failoverKafkaTimeout / time.Millisecond)
 	req.AllowReplicationFactorChange = false
@@ -689,11 +691,11 @@ func (s *Service) alterReplicaOrder(ctx context.Context, moves []leaderMove) (ma
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return nil, fmt.Errorf("destination AlterPartitionReassignments: %w: %s", err, deref(resp.ErrorMessage))
 	}
-	errs := map[TopicPartition]error{}
+	errs := map[fsm.TopicPartition]error{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				errs[TopicPartition{t.Topic, p.Partition}] = fmt.Errorf("%w: %s", err, deref(p.ErrorMessage))
+				errs[fsm.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = fmt.Errorf("%w: %s", err, deref(p.ErrorMessage))
 			}
 		}
 	}
@@ -702,7 +704,7 @@ func (s *Service) alterReplicaOrder(ctx context.Context, moves []leaderMove) (ma
 
 // electPreferred elects the preferred (first) replica of tps as leader. A
 // partition whose preferred replica leads already counts as success.
-func (s *Service) electPreferred(ctx context.Context, tps []TopicPartition) (map[TopicPartition]error, error) {
+func (s *Service) electPreferred(ctx context.Context, tps []fsm.TopicPartition) (map[fsm.TopicPartition]error, error) {
 	req := kmsg.NewPtrElectLeadersRequest()
 	req.ElectionType = 0 // preferred
 	req.TimeoutMillis = int32(failoverKafkaTimeout / time.Millisecond)
@@ -720,12 +722,12 @@ func (s *Service) electPreferred(ctx context.Context, tps []TopicPartition) (map
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return nil, fmt.Errorf("destination ElectLeaders: %w", err)
 	}
-	errs := map[TopicPartition]error{}
+	errs := map[fsm.TopicPartition]error{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			err := kerr.ErrorForCode(p.ErrorCode)
 			if err != nil && !errors.Is(err, kerr.ElectionNotNeeded) {
-				errs[TopicPartition{t.Topic, p.Partition}] = fmt.Errorf("%w: %s", err, deref(p.ErrorMessage))
+				errs[fsm.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = fmt.Errorf("%w: %s", err, deref(p.ErrorMessage))
 			}
 		}
 	}
@@ -733,7 +735,7 @@ func (s *Service) electPreferred(ctx context.Context, tps []TopicPartition) (map
 }
 
 // groupByTopic groups partitions by topic, partitions in the given order.
-func groupByTopic(tps []TopicPartition) map[string][]int32 {
+func groupByTopic(tps []fsm.TopicPartition) map[string][]int32 {
 	out := map[string][]int32{}
 	for _, tp := range tps {
 		out[tp.Topic] = append(out[tp.Topic], tp.Partition)

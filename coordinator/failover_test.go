@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
 )
 
 func TestReorderReplicas(t *testing.T) {
@@ -60,10 +63,10 @@ func TestReorderReplicas(t *testing.T) {
 
 // moveState is a state with active topic a (3 partitions), paused topic p
 // and stopped topic s, as the fixture has them.
-func moveState(t *testing.T, cmds ...Command) *State {
+func moveState(t *testing.T, cmds ...fsm.Command) *fsm.State {
 	t.Helper()
-	s := fixtureState(t)
-	mustApply(t, s, cmds...)
+	s := fsmtest.State(t)
+	fsmtest.MustApply(t, s, cmds...)
 	return s
 }
 
@@ -84,22 +87,22 @@ func TestPlanAway(t *testing.T) {
 	md["b"][3] = partitionInfo{leader: 2, replicas: []int32{2, 1, 3}, isr: []int32{1, 2, 3}} // 1 and 3 drive it (stale)
 	md["b"][4] = partitionInfo{leader: 2, replicas: []int32{2, 1, 3}, isr: []int32{1, 2, 3}} // 1 drives it, 3 cannot be asked
 	// b-1 was moved before.
-	st := moveState(t, record("b", 1, 2, 1, 3))
-	back := []leaderMove{{tp: TopicPartition{"b", 2}, back: true}}
-	drives := func(broker int32, tp TopicPartition) (bool, error) {
+	st := moveState(t, fsmtest.RecordOrder("b", 1, 2, 1, 3))
+	back := []leaderMove{{tp: fsm.TopicPartition{Topic: "b", Partition: 2}, back: true}}
+	drives := func(broker int32, tp fsm.TopicPartition) (bool, error) {
 		switch {
-		case tp == TopicPartition{"b", 3}:
+		case tp == fsm.TopicPartition{Topic: "b", Partition: 3}:
 			return true, nil
-		case tp == TopicPartition{"b", 4} && broker == 3:
+		case tp == fsm.TopicPartition{Topic: "b", Partition: 4} && broker == 3:
 			return false, errors.New("timeout")
 		}
-		return tp == TopicPartition{"b", 4}, nil
+		return tp == fsm.TopicPartition{Topic: "b", Partition: 4}, nil
 	}
 	moves, skips := planAway(st, md, []int32{2}, func(id int32) bool { return id != 2 }, drives, back)
 	want := []leaderMove{
-		{tp: TopicPartition{"a", 0}, from: 2, to: 3, replicas: []int32{3, 2, 1}, original: []int32{2, 1, 3}}, // 3 leads less than 1
-		{tp: TopicPartition{"b", 0}, from: 2, to: 3},                                                         // preferred already: elect only
-		{tp: TopicPartition{"b", 1}, from: 2, to: 1, replicas: []int32{1, 2, 3}},                             // recorded before: keep that record
+		{tp: fsm.TopicPartition{Topic: "a", Partition: 0}, from: 2, to: 3, replicas: []int32{3, 2, 1}, original: []int32{2, 1, 3}}, // 3 leads less than 1
+		{tp: fsm.TopicPartition{Topic: "b", Partition: 0}, from: 2, to: 3},                                                         // preferred already: elect only
+		{tp: fsm.TopicPartition{Topic: "b", Partition: 1}, from: 2, to: 1, replicas: []int32{1, 2, 3}},                             // recorded before: keep that record
 	}
 	if !reflect.DeepEqual(moves, want) {
 		t.Fatalf("moves\n got %+v\nwant %+v", moves, want)
@@ -117,7 +120,7 @@ func TestPlanAway(t *testing.T) {
 }
 
 func TestPlanBack(t *testing.T) {
-	st := moveState(t, RecordReplicaOrder{Partitions: []ReplicaOrder{
+	st := moveState(t, fsm.RecordReplicaOrder{Partitions: []fsm.ReplicaOrder{
 		{Topic: "a", Partition: 0, Replicas: []int32{2, 1, 3}}, // back: restore and elect
 		{Topic: "a", Partition: 1, Replicas: []int32{2, 1, 3}}, // its sidecar still drives it
 		{Topic: "a", Partition: 2, Replicas: []int32{3, 1, 2}}, // its sidecar is not back
@@ -146,23 +149,23 @@ func TestPlanBack(t *testing.T) {
 	}
 	backIDs := []int32{1, 2, 4}
 	var asked []string
-	drives := func(broker int32, tp TopicPartition) (bool, error) {
+	drives := func(broker int32, tp fsm.TopicPartition) (bool, error) {
 		asked = append(asked, tpKey(tp))
 		if broker == 4 {
 			return false, errors.New("connection refused")
 		}
-		return tp == TopicPartition{"a", 1}, nil
+		return tp == fsm.TopicPartition{Topic: "a", Partition: 1}, nil
 	}
 	moves, clears, skips := planBack(st, md, func(id int32) bool { return slices.Contains(backIDs, id) }, drives)
 	want := []leaderMove{
-		{tp: TopicPartition{"a", 0}, from: 1, to: 2, replicas: []int32{2, 1, 3}, back: true},
-		{tp: TopicPartition{"b", 0}, from: 2, to: 2, replicas: []int32{2, 3, 1}, back: true},
-		{tp: TopicPartition{"s", 0}, from: 1, to: 2, replicas: []int32{2, 1}, back: true},
+		{tp: fsm.TopicPartition{Topic: "a", Partition: 0}, from: 1, to: 2, replicas: []int32{2, 1, 3}, back: true},
+		{tp: fsm.TopicPartition{Topic: "b", Partition: 0}, from: 2, to: 2, replicas: []int32{2, 3, 1}, back: true},
+		{tp: fsm.TopicPartition{Topic: "s", Partition: 0}, from: 1, to: 2, replicas: []int32{2, 1}, back: true},
 	}
 	if !reflect.DeepEqual(moves, want) {
 		t.Fatalf("moves\n got %+v\nwant %+v", moves, want)
 	}
-	if want := []TopicPartition{{"b", 1}, {"b", 3}, {"p", 0}}; !reflect.DeepEqual(clears, want) {
+	if want := []fsm.TopicPartition{{Topic: "b", Partition: 1}, {Topic: "b", Partition: 3}, {Topic: "p", Partition: 0}}; !reflect.DeepEqual(clears, want) {
 		t.Fatalf("clears %v, want %v", clears, want)
 	}
 	var skipped []string
@@ -178,7 +181,7 @@ func TestPlanBack(t *testing.T) {
 }
 
 func TestGroupByTopic(t *testing.T) {
-	got := groupByTopic([]TopicPartition{{"a", 2}, {"b", 0}, {"a", 1}})
+	got := groupByTopic([]fsm.TopicPartition{{Topic: "a", Partition: 2}, {Topic: "b", Partition: 0}, {Topic: "a", Partition: 1}})
 	if want := map[string][]int32{"a": {2, 1}, "b": {0}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -188,9 +191,9 @@ func TestGroupByTopic(t *testing.T) {
 // by failoverProbeTimeout, and feeds a liveness tracker.
 func TestProbeSidecars(t *testing.T) {
 	s := &Service{cfg: ServiceConfig{BrokerID: 1, FailoverTimeout: 15 * time.Second}, log: zap.NewNop()}
-	st := NewState()
+	st := fsm.NewState()
 	for id, addr := range map[int32]string{1: "self:9191", 2: "dead:9191", 3: "live:9191", 4: "frozen:9191", 5: ""} {
-		st.Sidecars[id] = &SidecarInfo{ID: id, RaftAddr: "r", AdminAddr: addr}
+		st.Sidecars[id] = &fsm.SidecarInfo{ID: id, RaftAddr: "r", AdminAddr: addr}
 	}
 	f := s.newFailover()
 	var mu sync.Mutex

@@ -11,6 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 )
 
 // Metadata sync (DESIGN D10, KIP-1279 §2.2): every
@@ -127,7 +130,7 @@ func (s *Service) runMetadataSync(ctx context.Context) {
 
 // refreshDue reports whether mirror.metadata.refresh.interval.ms of m has
 // passed since last[m.Name], and if so sets last[m.Name] to now.
-func refreshDue(m *Mirror, last map[string]time.Time, now time.Time) bool {
+func refreshDue(m *fsm.Mirror, last map[string]time.Time, now time.Time) bool {
 	ms, _ := strconv.ParseInt(mirrorSetting(m, RefreshIntervalKey), 10, 64)
 	if now.Sub(last[m.Name]) < time.Duration(ms)*time.Millisecond {
 		return false
@@ -168,18 +171,18 @@ func (s *Service) syncDueMirrors(ctx context.Context, log *zap.Logger, m *metaSy
 type metaSyncRound struct {
 	s      *Service
 	log    *zap.Logger
-	mirror *Mirror
+	mirror *fsm.Mirror
 	src    *kgo.Client
 	srcAdm *kadm.Client
 	dstAdm *kadm.Client
 	// topics are the mirror's active topics without a fault, by name.
-	topics map[string]*MirrorTopic
+	topics map[string]*fsm.MirrorTopic
 	// source is the source's view of the topics, by name.
 	source map[string]SourceTopic
 }
 
 // syncMirrorMetadata runs every step for one mirror.
-func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, st *State, m *Mirror) {
+func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, st *fsm.State, m *fsm.Mirror) {
 	defer s.recheckReadOnly(ctx, log, metrics, m.Name) // after the ACL sync, whatever the source steps did
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
@@ -191,7 +194,7 @@ func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metri
 	}
 	defer src.Close()
 	r := &metaSyncRound{s: s, log: log, mirror: m, src: src, srcAdm: kadm.NewClient(src), dstAdm: kadm.NewClient(s.cfg.DestClient),
-		topics: map[string]*MirrorTopic{}}
+		topics: map[string]*fsm.MirrorTopic{}}
 	step := func(name string, f func(context.Context) (int, error)) error {
 		items, err := f(ctx)
 		metrics.record(m.Name, name, items, err, s.cfg.Now())
@@ -209,7 +212,7 @@ func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metri
 		// A diverged topic (failback, DESIGN D9) is left as it is until
 		// the operator re-seeds or stops it: its group offsets and configs
 		// are this cluster's own until then.
-		if t.Status == TopicActive && len(t.Diverged) == 0 {
+		if t.Status == fsm.TopicActive && len(t.Diverged) == 0 {
 			r.topics[t.Name] = t
 		}
 	}
@@ -226,12 +229,12 @@ func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metri
 }
 
 // apply proposes a command and turns a failed result into an error.
-func (r *metaSyncRound) apply(ctx context.Context, c Command) error {
+func (r *metaSyncRound) apply(ctx context.Context, c fsm.Command) error {
 	res, err := r.s.apply(ctx, c)
 	if err != nil {
 		return err
 	}
-	return res.Err()
+	return raftnode.ResultErr(res)
 }
 
 // syncClusterID compares the source's cluster ID with the mirror's, records
@@ -246,18 +249,18 @@ func (r *metaSyncRound) syncClusterID(ctx context.Context) (int, error) {
 	}
 	m := r.mirror
 	if m.SourceClusterID == "" {
-		return 1, r.apply(ctx, SetSourceClusterID{Name: m.Name, ClusterID: id})
+		return 1, r.apply(ctx, fsm.SetSourceClusterID{Name: m.Name, ClusterID: id})
 	}
 	fault := ""
 	if id != m.SourceClusterID {
 		fault = fmt.Sprintf("the source at %s is cluster %s, but mirror %s mirrors cluster %s: fetching and metadata sync are halted; "+
 			"point %s back at cluster %s, or stop the mirror's topics and create a new mirror",
-			m.Config[BootstrapServersKey], id, m.Name, m.SourceClusterID, BootstrapServersKey, m.SourceClusterID)
+			m.Config[fsm.BootstrapServersKey], id, m.Name, m.SourceClusterID, fsm.BootstrapServersKey, m.SourceClusterID)
 	}
 	if fault == m.SyncFault {
 		return 0, nil
 	}
-	if err := r.apply(ctx, SetSyncFault{Mirror: m.Name, Fault: fault}); err != nil {
+	if err := r.apply(ctx, fsm.SetSyncFault{Mirror: m.Name, Fault: fault}); err != nil {
 		return 0, err
 	}
 	if fault != "" {
@@ -296,7 +299,7 @@ func (r *metaSyncRound) syncTopicIDs(ctx context.Context) (int, error) {
 				topicIDString(t.SourceTopicID), topicIDString(st.ID))
 		}
 		if fault != t.SyncFault {
-			if err := r.apply(ctx, SetSyncFault{Mirror: r.mirror.Name, Topic: name, Fault: fault}); err != nil {
+			if err := r.apply(ctx, fsm.SetSyncFault{Mirror: r.mirror.Name, Topic: name, Fault: fault}); err != nil {
 				errs = append(errs, fmt.Errorf("topic %s: %w", name, err))
 			} else {
 				items++
@@ -349,7 +352,7 @@ func (r *metaSyncRound) syncPartitions(ctx context.Context) (int, error) {
 				continue
 			}
 		}
-		if err := r.apply(ctx, SetTopicPartitions{Topic: name, Partitions: want}); err != nil {
+		if err := r.apply(ctx, fsm.SetTopicPartitions{Topic: name, Partitions: want}); err != nil {
 			errs = append(errs, fmt.Errorf("record the partition count of %s: %w", name, err))
 			continue
 		}

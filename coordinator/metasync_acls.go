@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 // aclResourceGroup is the Kafka protocol code of GROUP resources.
@@ -16,14 +18,14 @@ const aclResourceGroup int8 = 3
 // literalACLs lists a cluster's ACLs with a literal resource name of the
 // given resource type. A cluster without an authorizer has none
 // (ErrNoAuthorizer).
-func literalACLs(ctx context.Context, cl *kgo.Client, resourceType int8) ([]ACL, error) {
+func literalACLs(ctx context.Context, cl *kgo.Client, resourceType int8) ([]fsm.ACL, error) {
 	return describeACLs(ctx, cl, resourceType, nil, aclPatternLiteral)
 }
 
 // aclPlan is what the ACL sync does: create and delete on the destination,
 // and the new list of ACLs the sync owns.
 type aclPlan struct {
-	create, remove, owned []ACL
+	create, remove, owned []fsm.ACL
 }
 
 // planACLs compares the source's ACLs in scope with the destination's.
@@ -36,7 +38,7 @@ type aclPlan struct {
 // no longer has. ACLs of the sidecars (protected) and ACLs the sync did not
 // create are never deleted; owned ACLs out of scope (a stopped topic) stay,
 // so a failed-over application keeps its access.
-func planACLs(source, dest, synced, protected []ACL, inScope func(ACL) bool) aclPlan {
+func planACLs(source, dest, synced, protected []fsm.ACL, inScope func(fsm.ACL) bool) aclPlan {
 	var p aclPlan
 	for _, a := range synced {
 		if inScope(a) && !slices.Contains(source, a) && !slices.Contains(protected, a) {
@@ -72,7 +74,7 @@ func (r *metaSyncRound) syncACLs(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var source, dest []ACL
+	var source, dest []fsm.ACL
 	for _, rt := range []int8{aclResourceTopic, aclResourceGroup} {
 		s, err := literalACLs(ctx, r.src, rt)
 		if errors.Is(err, ErrNoAuthorizer) {
@@ -92,11 +94,11 @@ func (r *metaSyncRound) syncACLs(ctx context.Context) (int, error) {
 		}
 		source, dest = append(source, s...), append(dest, d...)
 	}
-	var protected []ACL
+	var protected []fsm.ACL
 	for _, t := range r.s.state().Topics {
 		protected = append(protected, t.OwnedACLs...)
 	}
-	inScope := func(a ACL) bool {
+	inScope := func(a fsm.ACL) bool {
 		switch a.ResourceType {
 		case aclResourceTopic:
 			return r.topics[a.ResourceName] != nil
@@ -113,7 +115,7 @@ func (r *metaSyncRound) syncACLs(ctx context.Context) (int, error) {
 	// before a crash is still known as ours; removals are recorded after.
 	recordFirst := append(slices.Clone(p.owned), p.remove...)
 	if len(p.create) > 0 {
-		if err := r.apply(ctx, RecordSyncedACLs{Mirror: r.mirror.Name, ACLs: recordFirst}); err != nil {
+		if err := r.apply(ctx, fsm.RecordSyncedACLs{Mirror: r.mirror.Name, ACLs: recordFirst}); err != nil {
 			return 0, err
 		}
 		if err := r.s.cfg.Destination.createACLs(ctx, p.create); err != nil {
@@ -125,7 +127,7 @@ func (r *metaSyncRound) syncACLs(ctx context.Context) (int, error) {
 			return len(p.create), err
 		}
 	}
-	if err := r.apply(ctx, RecordSyncedACLs{Mirror: r.mirror.Name, ACLs: p.owned}); err != nil {
+	if err := r.apply(ctx, fsm.RecordSyncedACLs{Mirror: r.mirror.Name, ACLs: p.owned}); err != nil {
 		return len(p.create) + len(p.remove), err
 	}
 	r.mirror.SyncedACLs = p.owned

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 // ConfigSyncExcludeKey is mirror.config.sync.exclude: comma-separated topic
@@ -56,7 +58,7 @@ func configChanges(sourceOverrides map[string]string, sourceMaxMessageBytes int6
 
 // configExcludes returns the config names a mirror never syncs beyond the
 // built-in ones.
-func configExcludes(m *Mirror) map[string]bool {
+func configExcludes(m *fsm.Mirror) map[string]bool {
 	out := map[string]bool{}
 	for _, k := range SplitPatterns(mirrorSetting(m, ConfigSyncExcludeKey)) {
 		out[k] = true

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 )
@@ -33,7 +34,7 @@ const stopGroupSyncTimeout = 10 * time.Second
 // groupFilter tells which consumer groups a mirror syncs.
 type groupFilter struct{ include, exclude []*regexp.Regexp }
 
-func newGroupFilter(m *Mirror) (groupFilter, error) {
+func newGroupFilter(m *fsm.Mirror) (groupFilter, error) {
 	inc, err := compilePatterns(SplitPatterns(mirrorSetting(m, GroupsIncludeKey)))
 	if err != nil {
 		return groupFilter{}, fmt.Errorf("%s: %w", GroupsIncludeKey, err)
@@ -68,7 +69,7 @@ type liveFunc func(topic string, partition int32, at, end int64) int64
 // clamped to the destination high watermarks, with committed leader epoch
 // -1 (destination epochs differ from the source's), dropping those the
 // destination already has.
-func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*MirrorTopic, hw map[string]map[int32]int64,
+func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*fsm.MirrorTopic, hw map[string]map[int32]int64,
 	dest kadm.OffsetResponses, live liveFunc) kadm.Offsets {
 	out := kadm.Offsets{}
 	source.Each(func(o kadm.OffsetResponse) {
@@ -104,8 +105,8 @@ func (r *metaSyncRound) syncGroups(ctx context.Context) (int, error) {
 
 // offsetMaps returns the offset maps of a translate-mode mirror's
 // partitions (DESIGN D2), nil for an exact-mode mirror.
-func (s *Service) offsetMaps(ctx context.Context, m *Mirror) (map[fetcher.Partition][]fetcher.OffsetShift, error) {
-	if mirrorSetting(m, OffsetsKey) != "translate" {
+func (s *Service) offsetMaps(ctx context.Context, m *fsm.Mirror) (map[fetcher.Partition][]fetcher.OffsetShift, error) {
+	if mirrorSetting(m, fsm.OffsetsKey) != "translate" {
 		return nil, nil
 	}
 	states, err := s.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: m.Name})
@@ -180,8 +181,7 @@ func compactedLive(ctx context.Context, log *zap.Logger, srcCl *kgo.Client, name
 // compactedLive), and for a translate-mode mirror (maps not nil) they are
 // translated with the partitions' offset maps. It returns the number of
 // partition offsets committed.
-func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst *kadm.Client, topics map[string]*MirrorTopic,
-	srcCl *kgo.Client, maps map[fetcher.Partition][]fetcher.OffsetShift) (int, error) {
+func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *fsm.Mirror, src, dst *kadm.Client, topics map[string]*fsm.MirrorTopic, srcCl *kgo.Client, maps map[fetcher.Partition][]fetcher.OffsetShift) (int, error) {
 	if len(topics) == 0 {
 		return 0, nil
 	}
@@ -274,7 +274,7 @@ func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *Mirror, src, dst 
 // finalGroupSync runs one last group offset sync for topics being stopped
 // (DESIGN D9), bounded by stopGroupSyncTimeout. A source that cannot be
 // reached is logged, never an error: failover must not wait for it.
-func (s *Service) finalGroupSync(ctx context.Context, m *Mirror, stopped []*MirrorTopic) {
+func (s *Service) finalGroupSync(ctx context.Context, m *fsm.Mirror, stopped []*fsm.MirrorTopic) {
 	if m == nil || m.SyncFault != "" || len(stopped) == 0 {
 		return
 	}
@@ -287,7 +287,7 @@ func (s *Service) finalGroupSync(ctx context.Context, m *Mirror, stopped []*Mirr
 		return
 	}
 	defer src.Close()
-	topics := map[string]*MirrorTopic{}
+	topics := map[string]*fsm.MirrorTopic{}
 	for _, t := range stopped {
 		if t.SyncFault == "" {
 			topics[t.Name] = t

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 // TestGroupOffsetsOutOfHoles moves committed offsets of compacted topics to
@@ -35,7 +37,7 @@ func TestGroupOffsetsOutOfHoles(t *testing.T) {
 		asked = append(asked, p)
 		return live[p]
 	}
-	topics := map[string]*MirrorTopic{"c": {Name: "c", Partitions: 4}}
+	topics := map[string]*fsm.MirrorTopic{"c": {Name: "c", Partitions: 4}}
 	hw := map[string]map[int32]int64{"c": {0: 100, 1: 100, 2: 100, 3: 100}}
 	dest := resp(kadm.Offset{Topic: "c", Partition: 1, At: 12, LeaderEpoch: -1})
 	got := groupOffsetsToCommit(source, topics, hw, dest, lookup)

@@ -8,6 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 )
 
 // The read-only ACL re-check (DESIGN D4), the last step of every metadata
@@ -57,7 +60,7 @@ const (
 // from the ACLs the sidecars own for it and the ACLs that apply to it on
 // the destination (topicACLs). allowsEveryone is asked only when no other
 // ACL applies. The reason is for the log.
-func decideAllowAll(topic string, owned, existing []ACL, allowsEveryone func() (bool, error)) (allowAllChange, string, error) {
+func decideAllowAll(topic string, owned, existing []fsm.ACL, allowsEveryone func() (bool, error)) (allowAllChange, string, error) {
 	deny, allow := readOnlyACLs(topic)
 	if !slices.Contains(owned, deny) {
 		// Not protected by the sidecars (yet: a start records the ACLs
@@ -91,15 +94,15 @@ func decideAllowAll(topic string, owned, existing []ACL, allowsEveryone func() (
 
 // aclString formats an ACL for logs, e.g.
 // "TOPIC LITERAL orders: User:alice@* READ ALLOW".
-func aclString(a ACL) string {
+func aclString(a fsm.ACL) string {
 	return fmt.Sprintf("%s %s %s: %s@%s %s %s", kmsg.ACLResourceType(a.ResourceType), kmsg.ACLResourcePatternType(a.PatternType),
 		a.ResourceName, a.Principal, a.Host, kmsg.ACLOperation(a.Operation), kmsg.ACLPermissionType(a.Permission))
 }
 
 // readOnlyRechecked reports whether the re-check looks at t: an active or
 // paused topic whose read-only ACLs the sidecars own.
-func readOnlyRechecked(t *MirrorTopic) bool {
-	if t == nil || t.Unprotected || (t.Status != TopicActive && t.Status != TopicPaused) {
+func readOnlyRechecked(t *fsm.MirrorTopic) bool {
+	if t == nil || t.Unprotected || (t.Status != fsm.TopicActive && t.Status != fsm.TopicPaused) {
 		return false
 	}
 	deny, _ := readOnlyACLs(t.Name)
@@ -112,8 +115,8 @@ func readOnlyRechecked(t *MirrorTopic) bool {
 type readOnlyCheck struct {
 	dest  *Destination
 	log   *zap.Logger
-	state func() *State
-	apply func(context.Context, Command) error
+	state func() *fsm.State
+	apply func(context.Context, fsm.Command) error
 }
 
 // recheckReadOnly runs the re-check for a mirror as a metadata sync step,
@@ -125,12 +128,12 @@ func (s *Service) recheckReadOnly(ctx context.Context, log *zap.Logger, metrics 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	c := readOnlyCheck{dest: s.cfg.Destination, log: log, state: s.state, apply: func(ctx context.Context, cmd Command) error {
+	c := readOnlyCheck{dest: s.cfg.Destination, log: log, state: s.state, apply: func(ctx context.Context, cmd fsm.Command) error {
 		res, err := s.apply(ctx, cmd)
 		if err != nil {
 			return err
 		}
-		return res.Err()
+		return raftnode.ResultErr(res)
 	}}
 	items, err := c.run(ctx, mirror)
 	metrics.record(mirror, stepReadOnly, items, err, s.cfg.Now())
@@ -177,20 +180,20 @@ func (c readOnlyCheck) run(ctx context.Context, mirror string) (int, error) {
 // sidecars own but the destination lacks (deleted by hand): without it
 // anyone allowed could write to the mirror topic. It reports whether the
 // topic still has it, read-only, afterwards.
-func (c readOnlyCheck) restoreDeny(ctx context.Context, t *MirrorTopic) (bool, error) {
+func (c readOnlyCheck) restoreDeny(ctx context.Context, t *fsm.MirrorTopic) (bool, error) {
 	// A stop may have run since the round read the state, and removed the
 	// ACLs on purpose.
 	if cur := c.state().Topics[t.Name]; !readOnlyRechecked(cur) || !slices.Equal(cur.OwnedACLs, t.OwnedACLs) {
 		return false, nil
 	}
 	deny, _ := readOnlyACLs(t.Name)
-	if err := c.dest.createACLs(ctx, []ACL{deny}); err != nil {
+	if err := c.dest.createACLs(ctx, []fsm.ACL{deny}); err != nil {
 		return false, fmt.Errorf("create the missing DENY WRITE again: %w", err)
 	}
 	if cur := c.state().Topics[t.Name]; cur != nil && !readOnlyRechecked(cur) {
 		// Stopped meanwhile: the stop removed the ACLs it knew of,
 		// perhaps before this one was created. Take it back.
-		if err := c.dest.Unprotect(ctx, []ACL{deny}); err != nil {
+		if err := c.dest.Unprotect(ctx, []fsm.ACL{deny}); err != nil {
 			return false, fmt.Errorf("remove the DENY WRITE of a topic stopped meanwhile: %w", err)
 		}
 		return false, nil
@@ -203,7 +206,7 @@ func (c readOnlyCheck) restoreDeny(ctx context.Context, t *MirrorTopic) (bool, e
 
 // topic re-checks one topic; t is the state's topic as the round read it.
 // It reports whether it created or deleted an ACL.
-func (c readOnlyCheck) topic(ctx context.Context, t *MirrorTopic, allowsEveryone func() (bool, error)) (bool, error) {
+func (c readOnlyCheck) topic(ctx context.Context, t *fsm.MirrorTopic, allowsEveryone func() (bool, error)) (bool, error) {
 	existing, err := c.dest.topicACLs(ctx, t.Name)
 	if err != nil {
 		return false, err
@@ -226,17 +229,17 @@ func (c readOnlyCheck) topic(ctx context.Context, t *MirrorTopic, allowsEveryone
 		return false, nil
 	}
 	_, allow := readOnlyACLs(t.Name)
-	without := slices.DeleteFunc(slices.Clone(t.OwnedACLs), func(a ACL) bool { return a == allow })
+	without := slices.DeleteFunc(slices.Clone(t.OwnedACLs), func(a fsm.ACL) bool { return a == allow })
 	log := c.log.With(zap.String("topic", t.Name), zap.String("status", t.Status.String()), zap.String("reason", reason))
 	switch change {
 	case allowAllDrop:
 		// Delete, then record: a crash in between leaves an owned ACL
 		// that is gone, which the next round deletes (a no-op) and records;
 		// the other order could leave an ALLOW ALL that nobody owns.
-		if err := c.dest.Unprotect(ctx, []ACL{allow}); err != nil {
+		if err := c.dest.Unprotect(ctx, []fsm.ACL{allow}); err != nil {
 			return false, err
 		}
-		if err := c.apply(ctx, RecordACLs{Topic: t.Name, ACLs: without}); err != nil {
+		if err := c.apply(ctx, fsm.RecordACLs{Topic: t.Name, ACLs: without}); err != nil {
 			return true, fmt.Errorf("record the read-only ACLs without the ALLOW ALL: %w", err)
 		}
 		log.Info("read-only ACLs: removed the ALLOW ALL for User:* of a mirror topic")
@@ -244,22 +247,22 @@ func (c readOnlyCheck) topic(ctx context.Context, t *MirrorTopic, allowsEveryone
 		// Record, then create: an ALLOW ALL created just before a crash
 		// is still known as the sidecars'.
 		if !slices.Contains(t.OwnedACLs, allow) {
-			if err := c.apply(ctx, RecordACLs{Topic: t.Name, ACLs: append(slices.Clone(t.OwnedACLs), allow)}); err != nil {
+			if err := c.apply(ctx, fsm.RecordACLs{Topic: t.Name, ACLs: append(slices.Clone(t.OwnedACLs), allow)}); err != nil {
 				return false, fmt.Errorf("record the ALLOW ALL before creating it: %w", err)
 			}
 		}
-		if err := c.dest.createACLs(ctx, []ACL{allow}); err != nil {
+		if err := c.dest.createACLs(ctx, []fsm.ACL{allow}); err != nil {
 			return false, err
 		}
 		if cur := c.state().Topics[t.Name]; cur != nil && !readOnlyRechecked(cur) {
 			// Stopped meanwhile: the stop removed the ACLs it knew
 			// of, perhaps before this one existed. Take it back.
-			if err := c.dest.Unprotect(ctx, []ACL{allow}); err != nil {
+			if err := c.dest.Unprotect(ctx, []fsm.ACL{allow}); err != nil {
 				return true, fmt.Errorf("remove the ALLOW ALL of a topic stopped meanwhile: %w", err)
 			}
 			if slices.Contains(cur.OwnedACLs, allow) {
-				keep := slices.DeleteFunc(slices.Clone(cur.OwnedACLs), func(a ACL) bool { return a == allow })
-				if err := c.apply(ctx, RecordACLs{Topic: t.Name, ACLs: keep}); err != nil {
+				keep := slices.DeleteFunc(slices.Clone(cur.OwnedACLs), func(a fsm.ACL) bool { return a == allow })
+				if err := c.apply(ctx, fsm.RecordACLs{Topic: t.Name, ACLs: keep}); err != nil {
 					return true, fmt.Errorf("record the removal of the ALLOW ALL of a topic stopped meanwhile: %w", err)
 				}
 			}

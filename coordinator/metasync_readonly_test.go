@@ -11,13 +11,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 )
 
 func TestDecideAllowAll(t *testing.T) {
 	deny, allow := readOnlyACLs("t")
-	alice := ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
-	prefixed := ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternPrefixed, Principal: "User:bob", Host: "*", Operation: 3, Permission: aclPermAllow}
-	wildcard := ACL{ResourceType: aclResourceTopic, ResourceName: "*", PatternType: aclPatternLiteral, Principal: "User:carol", Host: "*", Operation: 3, Permission: aclPermissionDeny}
+	alice := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
+	prefixed := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternPrefixed, Principal: "User:bob", Host: "*", Operation: 3, Permission: aclPermAllow}
+	wildcard := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "*", PatternType: aclPatternLiteral, Principal: "User:carol", Host: "*", Operation: 3, Permission: aclPermissionDeny}
 	// Someone else's ALLOW ALL on another topic name and the DENY WRITE
 	// of another principal are other ACLs too.
 	denyAlice := deny
@@ -27,26 +31,26 @@ func TestDecideAllowAll(t *testing.T) {
 	broken := func() (bool, error) { return false, errors.New("hidden") }
 	for _, tc := range []struct {
 		name            string
-		owned, existing []ACL
+		owned, existing []fsm.ACL
 		everyone        func() (bool, error)
 		want            allowAllChange
 		reason, err     string
 	}{
-		{name: "nothing else: keep", owned: []ACL{deny, allow}, existing: []ACL{deny, allow}, everyone: yes},
-		{name: "literal ACL appears: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, alice}, everyone: broken, want: allowAllDrop, reason: "User:alice"},
-		{name: "prefixed ACL: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, prefixed}, everyone: yes, want: allowAllDrop, reason: "PREFIXED"},
-		{name: "wildcard ACL: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, wildcard}, everyone: yes, want: allowAllDrop, reason: "LITERAL *"},
-		{name: "another principal's DENY WRITE: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow, denyAlice}, everyone: yes, want: allowAllDrop},
-		{name: "owned ALLOW ALL already gone, other ACL: drop from the record", owned: []ACL{deny, allow}, existing: []ACL{deny, alice}, everyone: yes, want: allowAllDrop},
-		{name: "other ACL, no ALLOW ALL owned: keep", owned: []ACL{deny}, existing: []ACL{deny, alice}, everyone: broken},
-		{name: "other ACL gone: add back", owned: []ACL{deny}, existing: []ACL{deny}, everyone: yes, want: allowAllAdd, reason: "no other ACL"},
-		{name: "owned ALLOW ALL missing: create again", owned: []ACL{deny, allow}, existing: []ACL{deny}, everyone: yes, want: allowAllAdd, reason: "missing"},
-		{name: "someone else's ALLOW ALL: keep", owned: []ACL{deny}, existing: []ACL{deny, allow}, everyone: yes},
-		{name: "cluster does not allow everyone: nothing to add", owned: []ACL{deny}, existing: []ACL{deny}, everyone: no},
-		{name: "cluster does not allow everyone: drop", owned: []ACL{deny, allow}, existing: []ACL{deny, allow}, everyone: no, want: allowAllDrop, reason: "does not allow everyone"},
-		{name: "setting unreadable: error", owned: []ACL{deny}, existing: []ACL{deny}, everyone: broken, err: "hidden"},
-		{name: "DENY WRITE not owned: keep", owned: nil, existing: []ACL{deny, allow, alice}, everyone: broken},
-		{name: "only the ALLOW ALL owned: keep", owned: []ACL{allow}, existing: []ACL{allow, alice}, everyone: broken},
+		{name: "nothing else: keep", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny, allow}, everyone: yes},
+		{name: "literal ACL appears: drop", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny, allow, alice}, everyone: broken, want: allowAllDrop, reason: "User:alice"},
+		{name: "prefixed ACL: drop", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny, allow, prefixed}, everyone: yes, want: allowAllDrop, reason: "PREFIXED"},
+		{name: "wildcard ACL: drop", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny, allow, wildcard}, everyone: yes, want: allowAllDrop, reason: "LITERAL *"},
+		{name: "another principal's DENY WRITE: drop", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny, allow, denyAlice}, everyone: yes, want: allowAllDrop},
+		{name: "owned ALLOW ALL already gone, other ACL: drop from the record", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny, alice}, everyone: yes, want: allowAllDrop},
+		{name: "other ACL, no ALLOW ALL owned: keep", owned: []fsm.ACL{deny}, existing: []fsm.ACL{deny, alice}, everyone: broken},
+		{name: "other ACL gone: add back", owned: []fsm.ACL{deny}, existing: []fsm.ACL{deny}, everyone: yes, want: allowAllAdd, reason: "no other ACL"},
+		{name: "owned ALLOW ALL missing: create again", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny}, everyone: yes, want: allowAllAdd, reason: "missing"},
+		{name: "someone else's ALLOW ALL: keep", owned: []fsm.ACL{deny}, existing: []fsm.ACL{deny, allow}, everyone: yes},
+		{name: "cluster does not allow everyone: nothing to add", owned: []fsm.ACL{deny}, existing: []fsm.ACL{deny}, everyone: no},
+		{name: "cluster does not allow everyone: drop", owned: []fsm.ACL{deny, allow}, existing: []fsm.ACL{deny, allow}, everyone: no, want: allowAllDrop, reason: "does not allow everyone"},
+		{name: "setting unreadable: error", owned: []fsm.ACL{deny}, existing: []fsm.ACL{deny}, everyone: broken, err: "hidden"},
+		{name: "DENY WRITE not owned: keep", owned: nil, existing: []fsm.ACL{deny, allow, alice}, everyone: broken},
+		{name: "only the ALLOW ALL owned: keep", owned: []fsm.ACL{allow}, existing: []fsm.ACL{allow, alice}, everyone: broken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, reason, err := decideAllowAll("t", tc.owned, tc.existing, tc.everyone)
@@ -74,9 +78,9 @@ type readOnlyFixture struct {
 	ctx   context.Context
 	cl    *kgo.Client
 	dest  *Destination
-	st    *State
-	hook  func(Command) // called before a command is applied
-	owned map[string][]ACL
+	st    *fsm.State
+	hook  func(fsm.Command) // called before a command is applied
+	owned map[string][]fsm.ACL
 }
 
 func newReadOnlyFixture(t *testing.T) *readOnlyFixture {
@@ -92,13 +96,13 @@ func newReadOnlyFixture(t *testing.T) *readOnlyFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	f := &readOnlyFixture{t: t, ctx: ctx, cl: cl, dest: NewDestination(cl, "true"), st: NewState(), owned: map[string][]ACL{}}
-	mustApply(t, f.st,
-		CreateMirror{Name: "m", Config: bootstrapConfig(), NowMs: 1},
-		StartTopics{Mirror: "m", Topics: []StartTopic{{Name: "a", Partitions: 1}, {Name: "p", Partitions: 1},
+	f := &readOnlyFixture{t: t, ctx: ctx, cl: cl, dest: NewDestination(cl, "true"), st: fsm.NewState(), owned: map[string][]fsm.ACL{}}
+	fsmtest.MustApply(t, f.st,
+		fsm.CreateMirror{Name: "m", Config: fsmtest.BootstrapConfig(), NowMs: 1},
+		fsm.StartTopics{Mirror: "m", Topics: []fsm.StartTopic{{Name: "a", Partitions: 1}, {Name: "p", Partitions: 1},
 			{Name: "s", Partitions: 1}, {Name: "u", Partitions: 1, Unprotected: true}}, NowMs: 2},
-		SetTopicStatus{Mirror: "m", Topics: []string{"p"}, Status: TopicPaused, NowMs: 3},
-		SetTopicStatus{Mirror: "m", Topics: []string{"s"}, Status: TopicStopped, NowMs: 4})
+		fsm.SetTopicStatus{Mirror: "m", Topics: []string{"p"}, Status: fsm.TopicPaused, NowMs: 3},
+		fsm.SetTopicStatus{Mirror: "m", Topics: []string{"s"}, Status: fsm.TopicStopped, NowMs: 4})
 	for _, topic := range []string{"a", "p", "s"} {
 		acls, err := f.dest.Protect(ctx, topic)
 		if err != nil {
@@ -107,7 +111,7 @@ func newReadOnlyFixture(t *testing.T) *readOnlyFixture {
 		if len(acls) != 2 {
 			t.Fatalf("Protect(%s) = %+v, want DENY WRITE and ALLOW ALL", topic, acls)
 		}
-		mustApply(t, f.st, RecordACLs{Topic: topic, ACLs: acls})
+		fsmtest.MustApply(t, f.st, fsm.RecordACLs{Topic: topic, ACLs: acls})
 		f.owned[topic] = acls
 	}
 	// The unprotected topic has an ALLOW ALL for User:* that someone
@@ -118,12 +122,12 @@ func newReadOnlyFixture(t *testing.T) *readOnlyFixture {
 }
 
 func (f *readOnlyFixture) check() readOnlyCheck {
-	return readOnlyCheck{dest: f.dest, log: zaptest.NewLogger(f.t), state: func() *State { return f.st.Clone() },
-		apply: func(_ context.Context, c Command) error {
+	return readOnlyCheck{dest: f.dest, log: zaptest.NewLogger(f.t), state: func() *fsm.State { return f.st.Clone() },
+		apply: func(_ context.Context, c fsm.Command) error {
 			if f.hook != nil {
 				f.hook(c)
 			}
-			return applyCommand(f.st, mustEncode(f.t, c)).Err()
+			return raftnode.ResultErr(fsm.ApplyTo(f.st, fsmtest.MustEncode(f.t, c)))
 		}}
 }
 
@@ -139,18 +143,18 @@ func (f *readOnlyFixture) round(n int) {
 	}
 }
 
-func (f *readOnlyFixture) userACL(name, principal string) ACL {
-	return ACL{ResourceType: aclResourceTopic, ResourceName: name, PatternType: aclPatternLiteral, Principal: principal, Host: "*", Operation: 3, Permission: aclPermAllow}
+func (f *readOnlyFixture) userACL(name, principal string) fsm.ACL {
+	return fsm.ACL{ResourceType: aclResourceTopic, ResourceName: name, PatternType: aclPatternLiteral, Principal: principal, Host: "*", Operation: 3, Permission: aclPermAllow}
 }
 
-func (f *readOnlyFixture) create(acls ...ACL) {
+func (f *readOnlyFixture) create(acls ...fsm.ACL) {
 	f.t.Helper()
 	if err := f.dest.createACLs(f.ctx, acls); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
-func (f *readOnlyFixture) remove(acls ...ACL) {
+func (f *readOnlyFixture) remove(acls ...fsm.ACL) {
 	f.t.Helper()
 	if err := f.dest.Unprotect(f.ctx, acls); err != nil {
 		f.t.Fatal(err)
@@ -180,7 +184,7 @@ func (f *readOnlyFixture) want(topic string, allowAll bool) {
 func (f *readOnlyFixture) untouched() {
 	f.t.Helper()
 	_, allowU := readOnlyACLs("u")
-	for topic, want := range map[string][]ACL{"s": f.owned["s"], "u": {allowU, f.userACL("u", "User:alice")}} {
+	for topic, want := range map[string][]fsm.ACL{"s": f.owned["s"], "u": {allowU, f.userACL("u", "User:alice")}} {
 		have, err := f.dest.topicACLs(f.ctx, topic)
 		if err != nil {
 			f.t.Fatal(err)
@@ -217,7 +221,7 @@ func TestReadOnlyRecheck(t *testing.T) {
 	// A prefixed ACL on the paused topic (kfake's MATCH filter matches
 	// only prefixed ACLs named exactly as the topic; Kafka matches every
 	// prefix, see TestDecideAllowAll and the e2e test).
-	prefixedP := ACL{ResourceType: aclResourceTopic, ResourceName: "p", PatternType: aclPatternPrefixed, Principal: "User:bob", Host: "*", Operation: 3, Permission: aclPermAllow}
+	prefixedP := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "p", PatternType: aclPatternPrefixed, Principal: "User:bob", Host: "*", Operation: 3, Permission: aclPermAllow}
 	f.create(prefixedP)
 	f.round(1)
 	f.want("a", false)
@@ -269,12 +273,12 @@ func TestReadOnlyRecheckStoppedMeanwhile(t *testing.T) {
 	f.round(1)
 	f.remove(aliceA)
 	deny, allow := readOnlyACLs("a")
-	f.hook = func(c Command) {
-		if r, ok := c.(RecordACLs); ok && r.Topic == "a" && slices.Contains(r.ACLs, allow) {
+	f.hook = func(c fsm.Command) {
+		if r, ok := c.(fsm.RecordACLs); ok && r.Topic == "a" && slices.Contains(r.ACLs, allow) {
 			// The stop runs now: status first, then its ACLs.
-			mustApply(t, f.st, SetTopicStatus{Mirror: "m", Topics: []string{"a"}, Status: TopicStopped, NowMs: 9})
+			fsmtest.MustApply(t, f.st, fsm.SetTopicStatus{Mirror: "m", Topics: []string{"a"}, Status: fsm.TopicStopped, NowMs: 9})
 			f.remove(deny)
-			mustApply(t, f.st, RecordACLs{Topic: "a"})
+			fsmtest.MustApply(t, f.st, fsm.RecordACLs{Topic: "a"})
 		}
 	}
 	f.round(1)

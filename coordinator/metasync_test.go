@@ -13,6 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
+	"github.com/sidemirror/sidemirror/internal/testwait"
 )
 
 func TestConfigChanges(t *testing.T) {
@@ -109,7 +113,7 @@ func TestGroupFilter(t *testing.T) {
 		{"anchored", map[string]string{GroupsExcludeKey: "tmp"}, "tmp-1", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := newGroupFilter(&Mirror{Config: tc.config})
+			f, err := newGroupFilter(&fsm.Mirror{Config: tc.config})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +156,7 @@ func TestGroupOffsetsToCommit(t *testing.T) {
 	add(source, "t", 2, 30, 7)  // the destination has it already
 	add(source, "t", 3, 10, 7)  // a partition the mirror does not know yet
 	add(source, "other", 0, 5, 7)
-	topics := map[string]*MirrorTopic{"t": {Name: "t", Partitions: 3}}
+	topics := map[string]*fsm.MirrorTopic{"t": {Name: "t", Partitions: 3}}
 	hw := map[string]map[int32]int64{"t": {0: 100, 1: 100, 2: 100}}
 	dest := kadm.OffsetResponses{}
 	add(dest, "t", 2, 30, -1)
@@ -217,7 +221,7 @@ func TestSyncGroupOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer member.Close()
-	waitFor(t, 15*time.Second, "the destination group busy to be stable", func() bool {
+	testwait.For(t, 15*time.Second, "the destination group busy to be stable", func() bool {
 		member.PollRecords(ctx, 1)
 		gs, err := dstAdm.ListGroups(ctx)
 		return err == nil && gs["busy"].State == "Stable"
@@ -227,8 +231,8 @@ func TestSyncGroupOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := &Mirror{Name: "m", Config: map[string]string{GroupsExcludeKey: "tmp-.*"}}
-	topics := map[string]*MirrorTopic{"t": {Name: "t", Mirror: "m", Partitions: 2, Status: TopicActive}}
+	m := &fsm.Mirror{Name: "m", Config: map[string]string{GroupsExcludeKey: "tmp-.*"}}
+	topics := map[string]*fsm.MirrorTopic{"t": {Name: "t", Mirror: "m", Partitions: 2, Status: fsm.TopicActive}}
 	n, err := syncGroupOffsets(ctx, zap.NewNop(), m, srcAdm, dstAdm, topics, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -267,8 +271,8 @@ func TestSyncGroupOffsets(t *testing.T) {
 }
 
 func TestPlanACLs(t *testing.T) {
-	acl := func(rt int8, name, principal string, op, perm int8) ACL {
-		return ACL{ResourceType: rt, ResourceName: name, PatternType: aclPatternLiteral, Principal: principal, Host: "*", Operation: op, Permission: perm}
+	acl := func(rt int8, name, principal string, op, perm int8) fsm.ACL {
+		return fsm.ACL{ResourceType: rt, ResourceName: name, PatternType: aclPatternLiteral, Principal: principal, Host: "*", Operation: op, Permission: perm}
 	}
 	const read, allow, deny = 3, 3, 2
 	readT := acl(aclResourceTopic, "t", "User:alice", read, allow)
@@ -277,32 +281,32 @@ func TestPlanACLs(t *testing.T) {
 	userOwn := acl(aclResourceTopic, "t", "User:carol", read, allow)
 	sidecars := acl(aclResourceTopic, "t", everyone, aclOperationWrite, aclPermissionDeny)
 	stoppedT := acl(aclResourceTopic, "stopped", "User:alice", read, allow)
-	inScope := func(a ACL) bool { return a.ResourceName == "t" || a.ResourceName == "g" }
+	inScope := func(a fsm.ACL) bool { return a.ResourceName == "t" || a.ResourceName == "g" }
 	for _, tc := range []struct {
 		name                 string
-		source, dest, synced []ACL
+		source, dest, synced []fsm.ACL
 		want                 aclPlan
 	}{
-		{"new source ACLs are created and owned", []ACL{readT, readG, denyBob}, nil, nil,
-			aclPlan{create: []ACL{readT, readG, denyBob}, owned: []ACL{readT, readG, denyBob}}},
-		{"already synced: nothing to do", []ACL{readT}, []ACL{readT}, []ACL{readT},
-			aclPlan{owned: []ACL{readT}}},
-		{"removed on the source: deleted", nil, []ACL{readT}, []ACL{readT},
-			aclPlan{remove: []ACL{readT}}},
-		{"a user's ACL on the destination is never owned nor deleted", []ACL{userOwn}, []ACL{userOwn}, nil,
+		{"new source ACLs are created and owned", []fsm.ACL{readT, readG, denyBob}, nil, nil,
+			aclPlan{create: []fsm.ACL{readT, readG, denyBob}, owned: []fsm.ACL{readT, readG, denyBob}}},
+		{"already synced: nothing to do", []fsm.ACL{readT}, []fsm.ACL{readT}, []fsm.ACL{readT},
+			aclPlan{owned: []fsm.ACL{readT}}},
+		{"removed on the source: deleted", nil, []fsm.ACL{readT}, []fsm.ACL{readT},
+			aclPlan{remove: []fsm.ACL{readT}}},
+		{"a user's ACL on the destination is never owned nor deleted", []fsm.ACL{userOwn}, []fsm.ACL{userOwn}, nil,
 			aclPlan{}},
-		{"the sidecars' ACLs are never copied nor deleted", []ACL{sidecars}, []ACL{sidecars}, []ACL{sidecars},
-			aclPlan{owned: []ACL{sidecars}}},
-		{"out of scope (stopped topic): kept", nil, []ACL{stoppedT}, []ACL{stoppedT},
-			aclPlan{owned: []ACL{stoppedT}}},
-		{"source ACLs out of scope are not copied", []ACL{stoppedT}, nil, nil, aclPlan{}},
-		{"owned but missing on the destination (a create cut short): created again", []ACL{readT, readG}, []ACL{readG}, []ACL{readT, readG},
-			aclPlan{create: []ACL{readT}, owned: []ACL{readT, readG}}},
-		{"owned, missing and removed on the source: nothing left to create", []ACL{readG}, []ACL{readG}, []ACL{readT, readG},
-			aclPlan{remove: []ACL{readT}, owned: []ACL{readG}}},
+		{"the sidecars' ACLs are never copied nor deleted", []fsm.ACL{sidecars}, []fsm.ACL{sidecars}, []fsm.ACL{sidecars},
+			aclPlan{owned: []fsm.ACL{sidecars}}},
+		{"out of scope (stopped topic): kept", nil, []fsm.ACL{stoppedT}, []fsm.ACL{stoppedT},
+			aclPlan{owned: []fsm.ACL{stoppedT}}},
+		{"source ACLs out of scope are not copied", []fsm.ACL{stoppedT}, nil, nil, aclPlan{}},
+		{"owned but missing on the destination (a create cut short): created again", []fsm.ACL{readT, readG}, []fsm.ACL{readG}, []fsm.ACL{readT, readG},
+			aclPlan{create: []fsm.ACL{readT}, owned: []fsm.ACL{readT, readG}}},
+		{"owned, missing and removed on the source: nothing left to create", []fsm.ACL{readG}, []fsm.ACL{readG}, []fsm.ACL{readT, readG},
+			aclPlan{remove: []fsm.ACL{readT}, owned: []fsm.ACL{readG}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := planACLs(tc.source, tc.dest, tc.synced, []ACL{sidecars}, inScope)
+			got := planACLs(tc.source, tc.dest, tc.synced, []fsm.ACL{sidecars}, inScope)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("planACLs:\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -313,47 +317,47 @@ func TestPlanACLs(t *testing.T) {
 func TestMetaSyncCommands(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		cmd   Command
+		cmd   fsm.Command
 		code  int16
-		check func(t *testing.T, s *State)
+		check func(t *testing.T, s *fsm.State)
 	}{
-		{"partitions grow", SetTopicPartitions{Topic: "a", Partitions: 5}, 0,
-			func(t *testing.T, s *State) {
+		{"partitions grow", fsm.SetTopicPartitions{Topic: "a", Partitions: 5}, 0,
+			func(t *testing.T, s *fsm.State) {
 				if s.Topics["a"].Partitions != 5 {
 					t.Errorf("partitions = %d, want 5", s.Topics["a"].Partitions)
 				}
 			}},
-		{"partitions never shrink", SetTopicPartitions{Topic: "a", Partitions: 2}, kerr.InvalidPartitions.Code, nil},
-		{"same count is a no-op", SetTopicPartitions{Topic: "a", Partitions: 3}, 0, nil},
-		{"paused topic grows too", SetTopicPartitions{Topic: "p", Partitions: 2}, 0, nil},
-		{"stopped topic refused", SetTopicPartitions{Topic: "s", Partitions: 4}, kerr.InvalidRequest.Code, nil},
-		{"unknown topic", SetTopicPartitions{Topic: "nope", Partitions: 4}, kerr.UnknownTopicOrPartition.Code, nil},
-		{"mirror fault", SetSyncFault{Mirror: "m1", Fault: "other cluster"}, 0,
-			func(t *testing.T, s *State) {
+		{"partitions never shrink", fsm.SetTopicPartitions{Topic: "a", Partitions: 2}, kerr.InvalidPartitions.Code, nil},
+		{"same count is a no-op", fsm.SetTopicPartitions{Topic: "a", Partitions: 3}, 0, nil},
+		{"paused topic grows too", fsm.SetTopicPartitions{Topic: "p", Partitions: 2}, 0, nil},
+		{"stopped topic refused", fsm.SetTopicPartitions{Topic: "s", Partitions: 4}, kerr.InvalidRequest.Code, nil},
+		{"unknown topic", fsm.SetTopicPartitions{Topic: "nope", Partitions: 4}, kerr.UnknownTopicOrPartition.Code, nil},
+		{"mirror fault", fsm.SetSyncFault{Mirror: "m1", Fault: "other cluster"}, 0,
+			func(t *testing.T, s *fsm.State) {
 				if s.Mirrors["m1"].SyncFault != "other cluster" {
 					t.Errorf("mirror fault = %q", s.Mirrors["m1"].SyncFault)
 				}
 			}},
-		{"topic fault", SetSyncFault{Mirror: "m1", Topic: "a", Fault: "recreated"}, 0,
-			func(t *testing.T, s *State) {
+		{"topic fault", fsm.SetSyncFault{Mirror: "m1", Topic: "a", Fault: "recreated"}, 0,
+			func(t *testing.T, s *fsm.State) {
 				if s.Topics["a"].SyncFault != "recreated" || s.Mirrors["m1"].SyncFault != "" {
 					t.Errorf("topic fault = %q, mirror fault = %q", s.Topics["a"].SyncFault, s.Mirrors["m1"].SyncFault)
 				}
 			}},
-		{"topic of another mirror", SetSyncFault{Mirror: "m2", Topic: "a", Fault: "x"}, kerr.InvalidRequest.Code, nil},
-		{"fault of an unknown mirror", SetSyncFault{Mirror: "nope", Fault: "x"}, kerr.ResourceNotFound.Code, nil},
-		{"synced ACLs", RecordSyncedACLs{Mirror: "m1", ACLs: []ACL{{ResourceType: 2, ResourceName: "a", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}}}, 0,
-			func(t *testing.T, s *State) {
+		{"topic of another mirror", fsm.SetSyncFault{Mirror: "m2", Topic: "a", Fault: "x"}, kerr.InvalidRequest.Code, nil},
+		{"fault of an unknown mirror", fsm.SetSyncFault{Mirror: "nope", Fault: "x"}, kerr.ResourceNotFound.Code, nil},
+		{"synced ACLs", fsm.RecordSyncedACLs{Mirror: "m1", ACLs: []fsm.ACL{{ResourceType: 2, ResourceName: "a", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}}}, 0,
+			func(t *testing.T, s *fsm.State) {
 				if len(s.Mirrors["m1"].SyncedACLs) != 1 {
 					t.Errorf("synced ACLs = %+v", s.Mirrors["m1"].SyncedACLs)
 				}
 			}},
-		{"synced ACL without principal", RecordSyncedACLs{Mirror: "m1", ACLs: []ACL{{ResourceName: "a"}}}, kerr.InvalidRequest.Code, nil},
+		{"synced ACL without principal", fsm.RecordSyncedACLs{Mirror: "m1", ACLs: []fsm.ACL{{ResourceName: "a"}}}, kerr.InvalidRequest.Code, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := fixtureState(t)
+			s := fsmtest.State(t)
 			before := s.Clone()
-			res := applyCommand(s, mustEncode(t, tc.cmd))
+			res := fsm.ApplyTo(s, fsmtest.MustEncode(t, tc.cmd))
 			if res.ErrorCode != tc.code {
 				t.Fatalf("code = %d (%s), want %d", res.ErrorCode, res.ErrorMessage, tc.code)
 			}
@@ -373,10 +377,10 @@ func TestMetaSyncCommands(t *testing.T) {
 		})
 	}
 	// A restarted topic starts without the fault.
-	s := fixtureState(t)
-	mustApply(t, s, SetSyncFault{Mirror: "m1", Topic: "a", Fault: "recreated"},
-		SetTopicStatus{Mirror: "m1", Topics: []string{"a"}, Status: TopicStopped},
-		StartTopics{Mirror: "m1", Topics: []StartTopic{{Name: "a", Partitions: 3, SourceTopicID: [16]byte{9}}}})
+	s := fsmtest.State(t)
+	fsmtest.MustApply(t, s, fsm.SetSyncFault{Mirror: "m1", Topic: "a", Fault: "recreated"},
+		fsm.SetTopicStatus{Mirror: "m1", Topics: []string{"a"}, Status: fsm.TopicStopped},
+		fsm.StartTopics{Mirror: "m1", Topics: []fsm.StartTopic{{Name: "a", Partitions: 3, SourceTopicID: [16]byte{9}}}})
 	if s.Topics["a"].SyncFault != "" {
 		t.Fatalf("restarted topic keeps its fault %q", s.Topics["a"].SyncFault)
 	}
@@ -404,27 +408,27 @@ func TestSyncACLsKfake(t *testing.T) {
 	}
 	src, dst := newCluster(), newCluster()
 	srcDest, dest := NewDestination(src, "false"), NewDestination(dst, "false")
-	aliceRead := ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
-	aliceGroup := ACL{ResourceType: aclResourceGroup, ResourceName: "g1", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
-	other := ACL{ResourceType: aclResourceTopic, ResourceName: "unmirrored", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
-	carol := ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:carol", Host: "*", Operation: 3, Permission: aclPermAllow}
-	if err := srcDest.createACLs(ctx, []ACL{aliceRead, aliceGroup, other}); err != nil {
+	aliceRead := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
+	aliceGroup := fsm.ACL{ResourceType: aclResourceGroup, ResourceName: "g1", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
+	other := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "unmirrored", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
+	carol := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:carol", Host: "*", Operation: 3, Permission: aclPermAllow}
+	if err := srcDest.createACLs(ctx, []fsm.ACL{aliceRead, aliceGroup, other}); err != nil {
 		t.Fatal(err)
 	}
 	owned, err := dest.Protect(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dest.createACLs(ctx, []ACL{carol}); err != nil {
+	if err := dest.createACLs(ctx, []fsm.ACL{carol}); err != nil {
 		t.Fatal(err)
 	}
-	inScope := func(a ACL) bool {
+	inScope := func(a fsm.ACL) bool {
 		return a.ResourceType == aclResourceTopic && a.ResourceName == "t" || a.ResourceType == aclResourceGroup
 	}
-	var synced []ACL
+	var synced []fsm.ACL
 	round := func() {
 		t.Helper()
-		var source, current []ACL
+		var source, current []fsm.ACL
 		for _, rt := range []int8{aclResourceTopic, aclResourceGroup} {
 			s, err := literalACLs(ctx, src, rt)
 			if err != nil {
@@ -447,8 +451,8 @@ func TestSyncACLsKfake(t *testing.T) {
 		}
 		synced = p.owned
 	}
-	destACLs := func() []ACL {
-		var out []ACL
+	destACLs := func() []fsm.ACL {
+		var out []fsm.ACL
 		for _, rt := range []int8{aclResourceTopic, aclResourceGroup} {
 			d, err := literalACLs(ctx, dst, rt)
 			if err != nil {
@@ -460,7 +464,7 @@ func TestSyncACLsKfake(t *testing.T) {
 	}
 	round()
 	got := destACLs()
-	for _, want := range append([]ACL{aliceRead, aliceGroup, carol}, owned...) {
+	for _, want := range append([]fsm.ACL{aliceRead, aliceGroup, carol}, owned...) {
 		if !slices.Contains(got, want) {
 			t.Errorf("destination lacks %+v after the sync; has %+v", want, got)
 		}
@@ -468,7 +472,7 @@ func TestSyncACLsKfake(t *testing.T) {
 	if slices.Contains(got, other) {
 		t.Errorf("an ACL of an unmirrored topic was copied: %+v", got)
 	}
-	if err := srcDest.Unprotect(ctx, []ACL{aliceRead}); err != nil {
+	if err := srcDest.Unprotect(ctx, []fsm.ACL{aliceRead}); err != nil {
 		t.Fatal(err)
 	}
 	round()
@@ -476,7 +480,7 @@ func TestSyncACLsKfake(t *testing.T) {
 	if slices.Contains(got, aliceRead) {
 		t.Errorf("ACL removed on the source is still on the destination: %+v", got)
 	}
-	for _, want := range append([]ACL{aliceGroup, carol}, owned...) {
+	for _, want := range append([]fsm.ACL{aliceGroup, carol}, owned...) {
 		if !slices.Contains(got, want) {
 			t.Errorf("destination lost %+v; has %+v", want, got)
 		}

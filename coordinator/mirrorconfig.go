@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 )
 
@@ -27,11 +28,6 @@ const (
 	// (default 900000, Kafka's default transaction.max.timeout.ms). The
 	// destination brokers' transaction.max.timeout.ms must allow it.
 	TransactionTimeoutKey = "mirror.transaction.timeout.ms"
-	// OffsetsKey is mirror.offsets: "exact" (the default: destination
-	// offsets are the source's, compaction holes get fillers) or
-	// "translate" (no fillers; an offset map translates group offsets),
-	// DESIGN D2. It cannot change once the mirror has topics.
-	OffsetsKey = "mirror.offsets"
 )
 
 // mirrorKeys describes the mirror.* keys: default and a check of the value.
@@ -59,7 +55,7 @@ var mirrorKeys = map[string]struct {
 		}
 		return nil
 	}},
-	OffsetsKey: {"exact", func(v string) error {
+	fsm.OffsetsKey: {fsm.DefaultOffsets, func(v string) error {
 		if v != "exact" && v != "translate" {
 			return fmt.Errorf("%q is not supported (expected exact or translate)", v)
 		}
@@ -75,8 +71,8 @@ var mirrorKeys = map[string]struct {
 	ConfigSyncExcludeKey: {"", func(string) error { return nil }},
 	GroupsIncludeKey:     {".*", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
 	GroupsExcludeKey:     {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
-	IncludeKey:           {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
-	ExcludeKey:           {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+	fsm.IncludeKey:       {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
+	fsm.ExcludeKey:       {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
 }
 
 // checkMirrorKeys validates the mirror.* keys of a mirror config and refuses
@@ -98,7 +94,7 @@ func checkMirrorKeys(config map[string]string) error {
 }
 
 // mirrorSetting returns a mirror.* setting or its default.
-func mirrorSetting(m *Mirror, key string) string {
+func mirrorSetting(m *fsm.Mirror, key string) string {
 	if v, ok := m.Config[key]; ok {
 		return v
 	}
@@ -118,12 +114,12 @@ func SplitPatterns(v string) []string {
 
 // dataPlaneSettings returns the mirror's settings of the data plane; st
 // gives the source topic IDs of its topics.
-func dataPlaneSettings(st *State, m *Mirror) fetcher.MirrorSettings {
+func dataPlaneSettings(st *fsm.State, m *fsm.Mirror) fetcher.MirrorSettings {
 	ms, _ := strconv.ParseInt(mirrorSetting(m, TransactionTimeoutKey), 10, 64)
 	out := fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID,
-		TranslateOffsets: mirrorSetting(m, OffsetsKey) == "translate"}
+		TranslateOffsets: mirrorSetting(m, fsm.OffsetsKey) == "translate"}
 	for _, t := range st.TopicsOf(m.Name) {
-		if t.SourceTopicID != ([16]byte{}) && t.Status != TopicStopped {
+		if t.SourceTopicID != ([16]byte{}) && t.Status != fsm.TopicStopped {
 			if out.TopicIDs == nil {
 				out.TopicIDs = map[string][16]byte{}
 			}

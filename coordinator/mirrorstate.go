@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
@@ -53,7 +54,7 @@ func newStateCoordinator(store *statestore.Store, cl *kgo.Client, brokerID int32
 // leaders, loads the partitions this broker newly leads (or leads at a new
 // leader epoch) and forgets those it no longer leads, and drops cached
 // states of deleted mirrors.
-func (c *stateCoordinator) refresh(ctx context.Context, st *State) error {
+func (c *stateCoordinator) refresh(ctx context.Context, st *fsm.State) error {
 	if len(st.Mirrors) == 0 && c.partitions() == 0 {
 		return nil
 	}
@@ -358,7 +359,7 @@ func (c *stateCoordinator) read(r *protocol.ReadMirrorStatesRequest) *protocol.R
 }
 
 // tombstone deletes every record of mirror (DeleteClusterMirror).
-func (c *stateCoordinator) tombstone(ctx context.Context, mirror string, topics []*MirrorTopic) error {
+func (c *stateCoordinator) tombstone(ctx context.Context, mirror string, topics []*fsm.MirrorTopic) error {
 	n := c.partitions()
 	if n == 0 {
 		return nil

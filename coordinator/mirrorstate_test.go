@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
 )
@@ -38,8 +39,8 @@ func TestStateCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	st := NewState()
-	st.Mirrors["m"] = &Mirror{Name: "m"}
+	st := fsm.NewState()
+	st.Mirrors["m"] = &fsm.Mirror{Name: "m"}
 	p := statestore.PartitionFor("m", 2)
 
 	write := func(sc *stateCoordinator, epoch int32, state int8, reason string) *protocol.WriteMirrorStatesResponse {
@@ -160,7 +161,7 @@ func TestStateCoordinator(t *testing.T) {
 	}
 
 	// Deleting the mirror tombstones its states.
-	if err := sc2.tombstone(ctx, "m", []*MirrorTopic{{Name: "t", Mirror: "m", Partitions: 4}}); err != nil {
+	if err := sc2.tombstone(ctx, "m", []*fsm.MirrorTopic{{Name: "t", Mirror: "m", Partitions: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	if code, state, _ := read(loaded()); code != 0 || state != -1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
@@ -28,7 +29,7 @@ func (s *Service) createMirror(ctx context.Context, r *protocol.CreateClusterMir
 		resp.ErrorCode, resp.ErrorMessage = code, strPtr(fmt.Sprintf(format, args...))
 		return resp
 	}
-	if err := ValidateMirrorName(r.MirrorName); err != nil {
+	if err := fsm.ValidateMirrorName(r.MirrorName); err != nil {
 		return fail(kerr.InvalidRequest.Code, "%v", err)
 	}
 	config := map[string]string{}
@@ -37,17 +38,17 @@ func (s *Service) createMirror(ctx context.Context, r *protocol.CreateClusterMir
 			config[c.Name] = *c.Value
 		}
 	}
-	if strings.TrimSpace(config[BootstrapServersKey]) == "" {
+	if strings.TrimSpace(config[fsm.BootstrapServersKey]) == "" {
 		return fail(kerr.InvalidConfig.Code, "the mirror config has no bootstrap.servers: set it to the source cluster's bootstrap servers (host:port,...)")
 	}
 	if err := checkMirrorKeys(config); err != nil {
 		return fail(kerr.InvalidConfig.Code, "%v", err)
 	}
-	include, exclude := SplitPatterns(config[IncludeKey]), SplitPatterns(config[ExcludeKey])
-	delete(config, IncludeKey)
-	delete(config, ExcludeKey)
+	include, exclude := SplitPatterns(config[fsm.IncludeKey]), SplitPatterns(config[fsm.ExcludeKey])
+	delete(config, fsm.IncludeKey)
+	delete(config, fsm.ExcludeKey)
 	exists := false
-	s.cfg.Node.FSM().Read(func(st *State) { _, exists = st.Mirrors[r.MirrorName] })
+	s.cfg.Node.FSM().Read(func(st *fsm.State) { _, exists = st.Mirrors[r.MirrorName] })
 	if exists {
 		return fail(kerr.InvalidRequest.Code, "mirror %s already exists: choose another name, or delete it first", r.MirrorName)
 	}
@@ -61,9 +62,9 @@ func (s *Service) createMirror(ctx context.Context, r *protocol.CreateClusterMir
 	clusterID, err := sourceClusterID(sctx, src)
 	if err != nil {
 		return fail(kerr.InvalidConfig.Code, "cannot reach the source cluster at %s: %v (check bootstrap.servers and the security settings of the mirror config)",
-			config[BootstrapServersKey], err)
+			config[fsm.BootstrapServersKey], err)
 	}
-	res, err := s.apply(ctx, CreateMirror{Name: r.MirrorName, Config: config, SourceClusterID: clusterID,
+	res, err := s.apply(ctx, fsm.CreateMirror{Name: r.MirrorName, Config: config, SourceClusterID: clusterID,
 		Include: include, Exclude: exclude, NowMs: s.cfg.Now().UnixMilli()})
 	if err != nil {
 		return fail(kerr.UnknownServerError.Code, "%v", err)
@@ -84,7 +85,7 @@ func (s *Service) listMirrors(*protocol.ListClusterMirrorsRequest) protocol.Resp
 		m := st.Mirrors[name]
 		resp.Mirrors = append(resp.Mirrors, protocol.ListedMirror{
 			MirrorName:      name,
-			SourceBootstrap: m.Config[BootstrapServersKey],
+			SourceBootstrap: m.Config[fsm.BootstrapServersKey],
 			SourceClusterId: m.SourceClusterID,
 			TopicCount:      int32(len(st.TopicsOf(name))),
 		})
@@ -142,7 +143,7 @@ func (s *Service) detail(ps fetcher.PartitionStatus) protocol.PartitionDetail {
 // divergedRow is the describe row of partition p of an active topic with
 // diverged partitions (DESIGN D9): FAILED, with the divergence as the
 // reason, or for the partitions that did not diverge, why they wait too.
-func divergedRow(t *MirrorTopic, p int32) protocol.PartitionDetail {
+func divergedRow(t *fsm.MirrorTopic, p int32) protocol.PartitionDetail {
 	d := protocol.PartitionDetail{}
 	d.Default()
 	d.PartitionIndex = p
@@ -187,7 +188,7 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 		if m.SyncFault != "" {
 			dm.ErrorCode, dm.ErrorMessage = kerr.InconsistentClusterID.Code, strPtr(m.SyncFault)
 		}
-		dm.SourceBootstrap = m.Config[BootstrapServersKey]
+		dm.SourceBootstrap = m.Config[fsm.BootstrapServersKey]
 		for _, k := range sortedKeys(m.Config) {
 			v := m.Config[k]
 			if properties.IsSecret(k) {
@@ -196,10 +197,10 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: k, Value: strPtr(v)})
 		}
 		if len(m.Include) > 0 {
-			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: IncludeKey, Value: strPtr(strings.Join(m.Include, ","))})
+			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: fsm.IncludeKey, Value: strPtr(strings.Join(m.Include, ","))})
 		}
 		if len(m.Exclude) > 0 {
-			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: ExcludeKey, Value: strPtr(strings.Join(m.Exclude, ","))})
+			dm.Configs = append(dm.Configs, protocol.ClusterMirrorConfig{Name: fsm.ExcludeKey, Value: strPtr(strings.Join(m.Exclude, ","))})
 		}
 		for _, t := range st.TopicsOf(name) {
 			dt := protocol.DescribedTopic{TopicName: t.Name}
@@ -223,24 +224,24 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 // its sidecar reported (when reported), merged with the controller state,
 // the state last persisted in __mirror_state (nil if none) and the sidecars
 // that could not be asked.
-func partitionRow(m *Mirror, t *MirrorTopic, p int32, d protocol.PartitionDetail, reported bool,
+func partitionRow(m *fsm.Mirror, t *fsm.MirrorTopic, p int32, d protocol.PartitionDetail, reported bool,
 	persisted *protocol.ReadMirrorStatesResponsePartition, unreachable []string,
 ) protocol.PartitionDetail {
 	switch {
-	case reported && t.Status == TopicPaused && d.State != fetcher.StateFailed.String():
+	case reported && t.Status == fsm.TopicPaused && d.State != fetcher.StateFailed.String():
 		// Paused, but a sidecar still appends to it: the in-flight
 		// appends are finishing.
 		d.State = fetcher.StatePausing.String()
-	case reported && t.Status == TopicStopped && d.State != fetcher.StateFailed.String():
+	case reported && t.Status == fsm.TopicStopped && d.State != fetcher.StateFailed.String():
 		d.State = fetcher.StateStopping.String()
-	case !reported || t.Status != TopicActive:
+	case !reported || t.Status != fsm.TopicActive:
 		d = protocol.PartitionDetail{}
 		d.Default()
 		d.PartitionIndex = p
 		switch t.Status {
-		case TopicPaused:
+		case fsm.TopicPaused:
 			d.State = fetcher.StatePaused.String()
-		case TopicStopped:
+		case fsm.TopicStopped:
 			d.State = fetcher.StateStopped.String()
 		default:
 			d.State = fetcher.StateUnknown.String()
@@ -255,7 +256,7 @@ func partitionRow(m *Mirror, t *MirrorTopic, p int32, d protocol.PartitionDetail
 			}
 		}
 	}
-	if fault := cmp.Or(t.SyncFault, m.SyncFault); fault != "" && t.Status == TopicActive {
+	if fault := cmp.Or(t.SyncFault, m.SyncFault); fault != "" && t.Status == fsm.TopicActive {
 		// Halted by the metadata sync (DESIGN D10): not driven, and not to
 		// be mistaken for a stopped topic.
 		d.LastError = strPtr(fault)
@@ -265,7 +266,7 @@ func partitionRow(m *Mirror, t *MirrorTopic, p int32, d protocol.PartitionDetail
 	} else if t.SyncFault != "" {
 		d.LastError = strPtr(t.SyncFault)
 	}
-	if t.Status == TopicActive && len(t.Diverged) > 0 {
+	if t.Status == fsm.TopicActive && len(t.Diverged) > 0 {
 		d = divergedRow(t, p)
 	}
 	return d
@@ -275,7 +276,7 @@ func partitionRow(m *Mirror, t *MirrorTopic, p int32, d protocol.PartitionDetail
 // in parallel. When two sidecars report one partition (leadership moving),
 // the row further ahead wins. It also returns the sidecars it could not
 // ask.
-func (s *Service) gatherRows(ctx context.Context, mirrors []string, st *State) (map[fetcher.Partition]protocol.PartitionDetail, []string) {
+func (s *Service) gatherRows(ctx context.Context, mirrors []string, st *fsm.State) (map[fetcher.Partition]protocol.PartitionDetail, []string) {
 	type answer struct {
 		id      int32
 		addr    string

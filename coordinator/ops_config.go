@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
@@ -75,9 +76,9 @@ type mirrorEdit struct {
 // list returns the pattern list a key names, or nil for other keys.
 func (e *mirrorEdit) list(key string) *[]string {
 	switch key {
-	case IncludeKey:
+	case fsm.IncludeKey:
 		return &e.include
-	case ExcludeKey:
+	case fsm.ExcludeKey:
 		return &e.exclude
 	}
 	return nil
@@ -90,10 +91,10 @@ func (e *mirrorEdit) all() map[string]string {
 		out = map[string]string{}
 	}
 	if len(e.include) > 0 {
-		out[IncludeKey] = strings.Join(e.include, ",")
+		out[fsm.IncludeKey] = strings.Join(e.include, ",")
 	}
 	if len(e.exclude) > 0 {
-		out[ExcludeKey] = strings.Join(e.exclude, ",")
+		out[fsm.ExcludeKey] = strings.Join(e.exclude, ",")
 	}
 	return out
 }
@@ -103,8 +104,8 @@ func (e *mirrorEdit) all() map[string]string {
 // it through raft (unless validateOnly).
 func (s *Service) alterMirror(ctx context.Context, res protocol.AlterConfigsResource, validateOnly bool) *configError {
 	name := res.ResourceName
-	var m *Mirror
-	s.cfg.Node.FSM().Read(func(st *State) { m = st.Mirrors[name].Clone() })
+	var m *fsm.Mirror
+	s.cfg.Node.FSM().Read(func(st *fsm.State) { m = st.Mirrors[name].Clone() })
 	if m == nil {
 		return configErr(kerr.ResourceNotFound, "mirror %s does not exist; list the mirrors with kafka-cluster-mirrors --list", name)
 	}
@@ -124,8 +125,8 @@ func (s *Service) alterMirror(ctx context.Context, res protocol.AlterConfigsReso
 	}
 
 	all := edit.all()
-	if strings.TrimSpace(all[BootstrapServersKey]) == "" {
-		return configErr(kerr.InvalidConfig, "mirror %s needs %s: the source cluster's bootstrap servers (host:port,...)", name, BootstrapServersKey)
+	if strings.TrimSpace(all[fsm.BootstrapServersKey]) == "" {
+		return configErr(kerr.InvalidConfig, "mirror %s needs %s: the source cluster's bootstrap servers (host:port,...)", name, fsm.BootstrapServersKey)
 	}
 	if err := checkMirrorKeys(all); err != nil {
 		return configErr(kerr.InvalidConfig, "%v", err)
@@ -176,8 +177,8 @@ func (e *mirrorEdit) apply(mirror string, c protocol.AlterableConfig) *configErr
 		switch {
 		case !has:
 			return configErr(kerr.InvalidConfig, "mirror %s has no config key %s", mirror, k)
-		case k == BootstrapServersKey:
-			return configErr(kerr.InvalidConfig, "%s of mirror %s cannot be deleted; set a new value instead", BootstrapServersKey, mirror)
+		case k == fsm.BootstrapServersKey:
+			return configErr(kerr.InvalidConfig, "%s of mirror %s cannot be deleted; set a new value instead", fsm.BootstrapServersKey, mirror)
 		case list != nil:
 			*list = nil
 		default:
@@ -189,7 +190,7 @@ func (e *mirrorEdit) apply(mirror string, c protocol.AlterableConfig) *configErr
 			op = "SUBTRACT"
 		}
 		if list == nil {
-			return configErr(kerr.InvalidRequest, "%s is only supported for the pattern lists %s and %s, not for %s; use SET", op, IncludeKey, ExcludeKey, k)
+			return configErr(kerr.InvalidRequest, "%s is only supported for the pattern lists %s and %s, not for %s; use SET", op, fsm.IncludeKey, fsm.ExcludeKey, k)
 		}
 		if err := needValue(op); err != nil {
 			return err
@@ -208,7 +209,7 @@ func (e *mirrorEdit) apply(mirror string, c protocol.AlterableConfig) *configErr
 
 // checkSource connects to the source the new settings point at and checks
 // that it is the cluster the mirror mirrors.
-func (s *Service) checkSource(ctx context.Context, m *Mirror, src map[string]string) *configError {
+func (s *Service) checkSource(ctx context.Context, m *fsm.Mirror, src map[string]string) *configError {
 	cl, err := s.sourceClient(src)
 	if err != nil {
 		return configErr(kerr.InvalidConfig, "mirror config: %v", err)
@@ -219,11 +220,11 @@ func (s *Service) checkSource(ctx context.Context, m *Mirror, src map[string]str
 	id, err := sourceClusterID(sctx, cl)
 	if err != nil {
 		return configErr(kerr.InvalidConfig, "cannot reach the source cluster at %s: %v (check bootstrap.servers and the security settings; mirror %s is unchanged)",
-			src[BootstrapServersKey], err, m.Name)
+			src[fsm.BootstrapServersKey], err, m.Name)
 	}
 	if m.SourceClusterID != "" && id != m.SourceClusterID {
 		return configErr(kerr.InconsistentClusterID, "the source at %s is cluster %s, but mirror %s mirrors cluster %s; point %s at cluster %s, or create another mirror for cluster %s",
-			src[BootstrapServersKey], id, m.Name, m.SourceClusterID, BootstrapServersKey, m.SourceClusterID, id)
+			src[fsm.BootstrapServersKey], id, m.Name, m.SourceClusterID, fsm.BootstrapServersKey, m.SourceClusterID, id)
 	}
 	return nil
 }
@@ -231,10 +232,10 @@ func (s *Service) checkSource(ctx context.Context, m *Mirror, src map[string]str
 // storeEdit proposes the difference between m and the edit: the config
 // keys with AlterMirrorConfig, then the patterns with AlterMirrorPatterns.
 // Both were validated here; the FSM checks them again.
-func (s *Service) storeEdit(ctx context.Context, m *Mirror, edit *mirrorEdit) *configError {
+func (s *Service) storeEdit(ctx context.Context, m *fsm.Mirror, edit *mirrorEdit) *configError {
 	now := s.cfg.Now().UnixMilli()
-	var cmds []Command
-	alter := AlterMirrorConfig{Name: m.Name, Set: map[string]string{}, NowMs: now}
+	var cmds []fsm.Command
+	alter := fsm.AlterMirrorConfig{Name: m.Name, Set: map[string]string{}, NowMs: now}
 	for k, v := range edit.config {
 		if old, ok := m.Config[k]; !ok || old != v {
 			alter.Set[k] = v
@@ -248,7 +249,7 @@ func (s *Service) storeEdit(ctx context.Context, m *Mirror, edit *mirrorEdit) *c
 	if len(alter.Set) > 0 || len(alter.Delete) > 0 {
 		cmds = append(cmds, alter)
 	}
-	patterns := AlterMirrorPatterns{Name: m.Name, NowMs: now,
+	patterns := fsm.AlterMirrorPatterns{Name: m.Name, NowMs: now,
 		AddInclude: missing(edit.include, m.Include), RemoveInclude: missing(m.Include, edit.include),
 		AddExclude: missing(edit.exclude, m.Exclude), RemoveExclude: missing(m.Exclude, edit.exclude),
 	}
@@ -266,15 +267,26 @@ func (s *Service) storeEdit(ctx context.Context, m *Mirror, edit *mirrorEdit) *c
 	}
 	changed := append(sortedKeys(alter.Set), alter.Delete...)
 	if len(patterns.AddInclude)+len(patterns.RemoveInclude) > 0 {
-		changed = append(changed, IncludeKey)
+		changed = append(changed, fsm.IncludeKey)
 	}
 	if len(patterns.AddExclude)+len(patterns.RemoveExclude) > 0 {
-		changed = append(changed, ExcludeKey)
+		changed = append(changed, fsm.ExcludeKey)
 	}
 	// Keys only: values may be secrets.
 	s.log.Info("altered mirror config", zap.String("mirror", m.Name), zap.Strings("keys", changed))
 	s.Kick()
 	return nil
+}
+
+// appendUnique appends the entries of add that list does not hold yet.
+func appendUnique(list []string, add []string) []string {
+	out := slices.Clone(list)
+	for _, p := range add {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // missing returns the entries of a that b does not hold, in a's order.
@@ -291,12 +303,12 @@ func missing(a, b []string) []string {
 // Documentation of the mirror's own keys and bootstrap.servers, for
 // DescribeConfigs with IncludeDocumentation.
 var configDocs = map[string]string{
-	BootstrapServersKey:    "The source cluster's bootstrap servers (host:port,...).",
-	ReadOnlyEnforcementKey: "How mirror topics are kept read-only: acl (DENY WRITE ACLs) or none.",
-	ReplicationFactorKey:   "The replication factor of created mirror topics; -1 takes the destination's default.replication.factor.",
-	RefreshIntervalKey:     "How often, in milliseconds, metadata is synchronised and new source topics are discovered.",
-	IncludeKey:             "Comma-separated topic names or regexes to mirror; new matching source topics are started automatically.",
-	ExcludeKey:             "Comma-separated topic names or regexes never to mirror.",
+	fsm.BootstrapServersKey: "The source cluster's bootstrap servers (host:port,...).",
+	ReadOnlyEnforcementKey:  "How mirror topics are kept read-only: acl (DENY WRITE ACLs) or none.",
+	ReplicationFactorKey:    "The replication factor of created mirror topics; -1 takes the destination's default.replication.factor.",
+	RefreshIntervalKey:      "How often, in milliseconds, metadata is synchronised and new source topics are discovered.",
+	fsm.IncludeKey:          "Comma-separated topic names or regexes to mirror; new matching source topics are started automatically.",
+	fsm.ExcludeKey:          "Comma-separated topic names or regexes never to mirror.",
 }
 
 // configType returns the Kafka data type of a mirror config key.
@@ -304,7 +316,7 @@ func configType(key string) int8 {
 	switch {
 	case properties.IsSecret(key):
 		return protocol.ConfigTypePassword
-	case key == BootstrapServersKey, key == IncludeKey, key == ExcludeKey:
+	case key == fsm.BootstrapServersKey, key == fsm.IncludeKey, key == fsm.ExcludeKey:
 		return protocol.ConfigTypeList
 	case key == RefreshIntervalKey:
 		return protocol.ConfigTypeLong
@@ -341,7 +353,7 @@ func (s *Service) describeConfigs(r *protocol.DescribeConfigsRequest) protocol.R
 // mirrorConfigEntries lists a mirror's config keys (only those of keys,
 // unless nil), sorted, with the defaults of the mirror.* keys it does not
 // set.
-func mirrorConfigEntries(m *Mirror, keys []string, synonyms, docs bool) []protocol.DescribeConfigsEntry {
+func mirrorConfigEntries(m *fsm.Mirror, keys []string, synonyms, docs bool) []protocol.DescribeConfigsEntry {
 	set := (&mirrorEdit{config: m.Config, include: m.Include, exclude: m.Exclude}).all()
 	names := map[string]bool{}
 	for k := range set {

@@ -9,6 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode/raftnodetest"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -60,9 +63,9 @@ func TestAlterMirrorConfig(t *testing.T) {
 	srcA, srcA2, srcB := newSource(t, "cluster-A"), newSource(t, "cluster-A"), newSource(t, "cluster-B")
 	c := newSidecarCluster(t, 1, 2)
 	leader := c.waitLeader()
-	fid, _ := follower(t, c.running(), leader)
+	fid, _ := raftnodetest.Follower(t, c.Running(), leader)
 	mirrorConfig := func() map[string]string {
-		return map[string]string{BootstrapServersKey: srcA, "security.protocol": "PLAINTEXT", "sasl.jaas.config": secretJAAS}
+		return map[string]string{fsm.BootstrapServersKey: srcA, "security.protocol": "PLAINTEXT", "sasl.jaas.config": secretJAAS}
 	}
 
 	for _, tc := range []struct {
@@ -71,34 +74,34 @@ func TestAlterMirrorConfig(t *testing.T) {
 		validateOnly bool
 		wantCode     int16
 		wantMsg      string
-		want         func(m *Mirror) // edits the mirror as created into what it must be; nil: unchanged
+		want         func(m *fsm.Mirror) // edits the mirror as created into what it must be; nil: unchanged
 	}{
 		{
 			name: "set a mirror key and a source key",
 			cfgs: []protocol.AlterableConfig{set(RefreshIntervalKey, "5000"), set("client.id", "mirror-x")},
-			want: func(m *Mirror) { m.Config[RefreshIntervalKey] = "5000"; m.Config["client.id"] = "mirror-x" },
+			want: func(m *fsm.Mirror) { m.Config[RefreshIntervalKey] = "5000"; m.Config["client.id"] = "mirror-x" },
 		},
 		{
 			name: "delete a key",
 			cfgs: []protocol.AlterableConfig{del("sasl.jaas.config")},
-			want: func(m *Mirror) { delete(m.Config, "sasl.jaas.config") },
+			want: func(m *fsm.Mirror) { delete(m.Config, "sasl.jaas.config") },
 		},
 		{
 			name: "patterns: append, subtract and set",
 			cfgs: []protocol.AlterableConfig{
-				op(protocol.ConfigOpAppend, IncludeKey, "b.*, c.*"), op(protocol.ConfigOpSubtract, ExcludeKey, "^x$"),
+				op(protocol.ConfigOpAppend, fsm.IncludeKey, "b.*, c.*"), op(protocol.ConfigOpSubtract, fsm.ExcludeKey, "^x$"),
 			},
-			want: func(m *Mirror) { m.Include = []string{"a.*", "b.*", "c.*"}; m.Exclude = []string{"^y$"} },
+			want: func(m *fsm.Mirror) { m.Include = []string{"a.*", "b.*", "c.*"}; m.Exclude = []string{"^y$"} },
 		},
 		{
 			name: "set the include list, delete the exclude list",
-			cfgs: []protocol.AlterableConfig{set(IncludeKey, "z.*,z.*"), del(ExcludeKey)},
-			want: func(m *Mirror) { m.Include = []string{"z.*"}; m.Exclude = []string{} },
+			cfgs: []protocol.AlterableConfig{set(fsm.IncludeKey, "z.*,z.*"), del(fsm.ExcludeKey)},
+			want: func(m *fsm.Mirror) { m.Include = []string{"z.*"}; m.Exclude = []string{} },
 		},
 		{
 			name: "another broker of the same source cluster",
-			cfgs: []protocol.AlterableConfig{set(BootstrapServersKey, srcA2)},
-			want: func(m *Mirror) { m.Config[BootstrapServersKey] = srcA2 },
+			cfgs: []protocol.AlterableConfig{set(fsm.BootstrapServersKey, srcA2)},
+			want: func(m *fsm.Mirror) { m.Config[fsm.BootstrapServersKey] = srcA2 },
 		},
 		{
 			name:         "validate only",
@@ -117,7 +120,7 @@ func TestAlterMirrorConfig(t *testing.T) {
 		},
 		{
 			name:     "bootstrap.servers cannot be deleted",
-			cfgs:     []protocol.AlterableConfig{del(BootstrapServersKey)},
+			cfgs:     []protocol.AlterableConfig{del(fsm.BootstrapServersKey)},
 			wantCode: kerr.InvalidConfig.Code, wantMsg: "bootstrap.servers of mirror %s cannot be deleted",
 		},
 		{
@@ -137,8 +140,8 @@ func TestAlterMirrorConfig(t *testing.T) {
 		},
 		{
 			name:     "a bad pattern",
-			cfgs:     []protocol.AlterableConfig{op(protocol.ConfigOpAppend, IncludeKey, "(")},
-			wantCode: kerr.InvalidConfig.Code, wantMsg: IncludeKey,
+			cfgs:     []protocol.AlterableConfig{op(protocol.ConfigOpAppend, fsm.IncludeKey, "(")},
+			wantCode: kerr.InvalidConfig.Code, wantMsg: fsm.IncludeKey,
 		},
 		{
 			name:     "APPEND to a key that is not a list",
@@ -162,24 +165,24 @@ func TestAlterMirrorConfig(t *testing.T) {
 		},
 		{
 			name:     "another source cluster",
-			cfgs:     []protocol.AlterableConfig{set(BootstrapServersKey, srcB)},
+			cfgs:     []protocol.AlterableConfig{set(fsm.BootstrapServersKey, srcB)},
 			wantCode: kerr.InconsistentClusterID.Code,
 			wantMsg:  "the source at " + srcB + " is cluster cluster-B, but mirror %s mirrors cluster cluster-A",
 		},
 		{
 			name:     "an unreachable source",
-			cfgs:     []protocol.AlterableConfig{set(BootstrapServersKey, "127.0.0.1:1")},
+			cfgs:     []protocol.AlterableConfig{set(fsm.BootstrapServersKey, "127.0.0.1:1")},
 			wantCode: kerr.InvalidConfig.Code, wantMsg: "cannot reach the source cluster at 127.0.0.1:1",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := strings.NewReplacer(" ", "-", ",", "", ":", "", ".", "", "'", "").Replace(tc.name)
-			create := CreateMirror{Name: name, Config: mirrorConfig(), SourceClusterID: "cluster-A",
+			create := fsm.CreateMirror{Name: name, Config: mirrorConfig(), SourceClusterID: "cluster-A",
 				Include: []string{"a.*"}, Exclude: []string{"^x$", "^y$"}}
-			applyOK(t, c.running()[leader], create)
-			c.waitAll("mirror "+name, hasMirror(name))
-			var before *Mirror
-			c.running()[fid].FSM().Read(func(s *State) { before = s.Mirrors[name].Clone() })
+			raftnodetest.ApplyOK(t, c.Running()[leader], create)
+			c.WaitAll("mirror "+name, raftnodetest.HasMirror(name))
+			var before *fsm.Mirror
+			c.Running()[fid].FSM().Read(func(s *fsm.State) { before = s.Mirrors[name].Clone() })
 
 			out := alterOne(t, c, fid, name, tc.validateOnly, tc.cfgs...)
 			var want []string
@@ -197,8 +200,8 @@ func TestAlterMirrorConfig(t *testing.T) {
 			if tc.want != nil {
 				tc.want(after)
 			}
-			var got *Mirror
-			c.running()[fid].FSM().Read(func(s *State) { got = s.Mirrors[name].Clone() })
+			var got *fsm.Mirror
+			c.Running()[fid].FSM().Read(func(s *fsm.State) { got = s.Mirrors[name].Clone() })
 			got.UpdatedMs, after.UpdatedMs = 0, 0
 			if !reflect.DeepEqual(got, after) {
 				t.Fatalf("mirror after the request:\n got %+v\nwant %+v", got, after)
@@ -210,7 +213,7 @@ func TestAlterMirrorConfig(t *testing.T) {
 func TestAlterConfigsResources(t *testing.T) {
 	c := newSidecarCluster(t, 1)
 	c.waitLeader()
-	applyOK(t, c.running()[1], CreateMirror{Name: "m", Config: bootstrapConfig()})
+	raftnodetest.ApplyOK(t, c.Running()[1], fsm.CreateMirror{Name: "m", Config: fsmtest.BootstrapConfig()})
 	req := &protocol.IncrementalAlterConfigsRequest{Resources: []protocol.AlterConfigsResource{
 		{ResourceType: 2, ResourceName: "a-topic", Configs: []protocol.AlterableConfig{set("retention.ms", "1")}},
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "nope", Configs: []protocol.AlterableConfig{set(RefreshIntervalKey, "5000")}},
@@ -233,7 +236,7 @@ func TestAlterReconnects(t *testing.T) {
 	c := newSidecarCluster(t, 1)
 	c.waitLeader()
 	svc, plane := c.service(1), c.planes[1]
-	applyOK(t, c.running()[1], CreateMirror{Name: "m", Config: map[string]string{BootstrapServersKey: src}, SourceClusterID: "cluster-A"})
+	raftnodetest.ApplyOK(t, c.Running()[1], fsm.CreateMirror{Name: "m", Config: map[string]string{fsm.BootstrapServersKey: src}, SourceClusterID: "cluster-A"})
 	svc.syncSources(svc.state())
 	if n := plane.setMirrorCalls("m"); n != 1 {
 		t.Fatalf("%d source clients after creation, want 1", n)
@@ -257,8 +260,8 @@ func TestAlterReconnects(t *testing.T) {
 func TestDescribeMirrorConfigs(t *testing.T) {
 	c := newSidecarCluster(t, 1)
 	c.waitLeader()
-	applyOK(t, c.running()[1], CreateMirror{Name: "m", Config: map[string]string{
-		BootstrapServersKey: "src:9092", "sasl.jaas.config": secretJAAS, RefreshIntervalKey: "5000",
+	raftnodetest.ApplyOK(t, c.Running()[1], fsm.CreateMirror{Name: "m", Config: map[string]string{
+		fsm.BootstrapServersKey: "src:9092", "sasl.jaas.config": secretJAAS, RefreshIntervalKey: "5000",
 	}, Include: []string{"a.*", "b"}})
 	req := &protocol.DescribeConfigsRequest{IncludeSynonyms: true, IncludeDocumentation: true, Resources: []protocol.DescribeConfigsResource{
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "m"},
@@ -289,17 +292,17 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 	}
 	dyn, def := protocol.ConfigSourceDynamicResource, protocol.ConfigSourceDefault
 	want := []row{
-		{BootstrapServersKey, "src:9092", dyn, false},
+		{fsm.BootstrapServersKey, "src:9092", dyn, false},
 		{RefreshIntervalKey, "5000", dyn, false},
 		{ReadOnlyEnforcementKey, "acl", def, false},
 		{ReplicationFactorKey, "-1", def, false},
-		{ExcludeKey, "", def, false},
-		{IncludeKey, "a.*,b", dyn, false},
+		{fsm.ExcludeKey, "", def, false},
+		{fsm.IncludeKey, "a.*,b", dyn, false},
 		{ConfigSyncExcludeKey, "", def, false},
 		{GroupsIncludeKey, ".*", def, false},
 		{GroupsExcludeKey, "", def, false},
 		{TransactionTimeoutKey, "900000", def, false},
-		{OffsetsKey, "exact", def, false},
+		{fsm.OffsetsKey, "exact", def, false},
 		{"sasl.jaas.config", "<null>", dyn, true},
 	}
 	slices.SortFunc(want, func(a, b row) int { return strings.Compare(a.name, b.name) })
@@ -327,26 +330,26 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 }
 
 func TestAlterMirrorPatternsCommand(t *testing.T) {
-	s := fixtureState(t)
-	mustApply(t, s, AlterMirrorPatterns{Name: "m1", AddInclude: []string{"b.*", "a.*"}, AddExclude: []string{"^x$"}, NowMs: 9})
+	s := fsmtest.State(t)
+	fsmtest.MustApply(t, s, fsm.AlterMirrorPatterns{Name: "m1", AddInclude: []string{"b.*", "a.*"}, AddExclude: []string{"^x$"}, NowMs: 9})
 	m := s.Mirrors["m1"]
 	if !slices.Equal(m.Include, []string{"a.*", "b.*"}) || !slices.Equal(m.Exclude, []string{"^x$"}) || m.UpdatedMs != 9 {
 		t.Fatalf("mirror %+v", m)
 	}
-	mustApply(t, s, AlterMirrorPatterns{Name: "m1", RemoveInclude: []string{"a.*", "zzz"}, RemoveExclude: []string{"^x$"}})
+	fsmtest.MustApply(t, s, fsm.AlterMirrorPatterns{Name: "m1", RemoveInclude: []string{"a.*", "zzz"}, RemoveExclude: []string{"^x$"}})
 	if !slices.Equal(m.Include, []string{"b.*"}) || len(m.Exclude) != 0 {
 		t.Fatalf("mirror %+v", m)
 	}
 	for _, tc := range []struct {
-		cmd  AlterMirrorPatterns
+		cmd  fsm.AlterMirrorPatterns
 		code int16
 	}{
-		{AlterMirrorPatterns{Name: "nope"}, kerr.ResourceNotFound.Code},
-		{AlterMirrorPatterns{Name: "m1", AddInclude: []string{" "}}, kerr.InvalidRequest.Code},
-		{AlterMirrorPatterns{Name: "m1", AddExclude: []string{"a"}, RemoveExclude: []string{"a"}}, kerr.InvalidRequest.Code},
+		{fsm.AlterMirrorPatterns{Name: "nope"}, kerr.ResourceNotFound.Code},
+		{fsm.AlterMirrorPatterns{Name: "m1", AddInclude: []string{" "}}, kerr.InvalidRequest.Code},
+		{fsm.AlterMirrorPatterns{Name: "m1", AddExclude: []string{"a"}, RemoveExclude: []string{"a"}}, kerr.InvalidRequest.Code},
 	} {
 		before := s.Clone()
-		if res := applyCommand(s, mustEncode(t, tc.cmd)); res.ErrorCode != tc.code || !reflect.DeepEqual(s, before) {
+		if res := fsm.ApplyTo(s, fsmtest.MustEncode(t, tc.cmd)); res.ErrorCode != tc.code || !reflect.DeepEqual(s, before) {
 			t.Fatalf("%+v = %+v, want code %d and no change", tc.cmd, res, tc.code)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 )
@@ -25,7 +26,7 @@ type topicOp struct {
 // expandMirrorTopics resolves names and regexes against the topics of a
 // mirror (DESIGN D16). Plain names are passed on as they are, so that the
 // controller can say what is wrong with a name that is not in the mirror.
-func expandMirrorTopics(st *State, mirror string, patterns []string) ([]string, error) {
+func expandMirrorTopics(st *fsm.State, mirror string, patterns []string) ([]string, error) {
 	res, err := compilePatterns(patterns)
 	if err != nil {
 		return nil, err
@@ -49,13 +50,13 @@ func expandMirrorTopics(st *State, mirror string, patterns []string) ([]string, 
 
 // namesStoppable reports whether pattern names (or, as a regex, matches) a
 // topic of the mirror that is not stopped yet.
-func namesStoppable(st *State, mirror, pattern string) bool {
+func namesStoppable(st *fsm.State, mirror, pattern string) bool {
 	res, err := compilePatterns([]string{pattern})
 	if err != nil {
 		return false
 	}
 	for _, t := range st.TopicsOf(mirror) {
-		if t.Status != TopicStopped && matchAny(res, t.Name) {
+		if t.Status != fsm.TopicStopped && matchAny(res, t.Name) {
 			return true
 		}
 	}
@@ -63,7 +64,7 @@ func namesStoppable(st *State, mirror, pattern string) bool {
 }
 
 // changeTopics applies a status change to the topics named by patterns.
-func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []string, status TopicStatus) topicOp {
+func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []string, status fsm.TopicStatus) topicOp {
 	fail := func(code int16, format string, args ...any) topicOp {
 		return topicOp{code: code, message: strPtr(fmt.Sprintf(format, args...))}
 	}
@@ -78,8 +79,8 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 	if err != nil {
 		return fail(kerr.InvalidRequest.Code, "%v", err)
 	}
-	cmd := SetTopicStatus{Mirror: mirror, Topics: names, Status: status, NowMs: s.cfg.Now().UnixMilli()}
-	if status == TopicStopped {
+	cmd := fsm.SetTopicStatus{Mirror: mirror, Topics: names, Status: status, NowMs: s.cfg.Now().UnixMilli()}
+	if status == fsm.TopicStopped {
 		// Stopped topics must not come back through discovery: patterns
 		// move from the include list to the exclude list, and a topic
 		// stopped by name is excluded as an anchored literal.
@@ -113,7 +114,7 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 		}
 	}
 	s.Kick()
-	if status == TopicActive || len(changed) == 0 {
+	if status == fsm.TopicActive || len(changed) == 0 {
 		return op
 	}
 	// Paused and stopped topics: wait until no sidecar appends to them any
@@ -123,7 +124,7 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 		s.log.Warn("topics still driven by a sidecar after the status change", zap.Strings("topics", changed), zap.Error(err))
 	}
 	var abortErr error
-	if status == TopicStopped {
+	if status == fsm.TopicStopped {
 		// Open destination transactions replaying source transactions
 		// end with ABORT markers (DESIGN D9), before the boundary is
 		// recorded, so that read_committed consumers are not blocked.
@@ -138,7 +139,7 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 			abortErr = err
 		}
 	}
-	var changedTopics []*MirrorTopic
+	var changedTopics []*fsm.MirrorTopic
 	st = s.state()
 	for _, name := range changed {
 		if t := st.Topics[name]; t != nil {
@@ -146,11 +147,11 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 		}
 	}
 	boundary := fetcher.StatePaused
-	if status == TopicStopped {
+	if status == fsm.TopicStopped {
 		boundary = fetcher.StateStopped
 	}
 	s.persistBoundary(ctx, mirror, changedTopics, boundary)
-	if status == TopicStopped {
+	if status == fsm.TopicStopped {
 		// One last group offset sync while the source is reachable
 		// (DESIGN D9), after the appends ended, so the destination high
 		// watermarks are final; bounded, and never blocks the failover.
@@ -173,7 +174,7 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 					fmt.Sprintf("topic %s is stopped but its read-only ACLs could not be removed: %v; retry --stop", tr.Name, err))
 				continue
 			}
-			if _, err := s.apply(ctx, RecordACLs{Topic: tr.Name}); err != nil {
+			if _, err := s.apply(ctx, fsm.RecordACLs{Topic: tr.Name}); err != nil {
 				s.log.Error("could not record the removal of read-only ACLs", zap.String("topic", tr.Name), zap.Error(err))
 			}
 			s.log.Info("stopped mirror topic: writable now", zap.String("mirror", mirror), zap.String("topic", tr.Name))
@@ -216,7 +217,7 @@ func (s *Service) stopTopics(ctx context.Context, r *protocol.StopMirrorTopicsRe
 	for _, t := range r.Topics {
 		patterns = append(patterns, t.TopicName)
 	}
-	op := s.changeTopics(ctx, r.MirrorName, patterns, TopicStopped)
+	op := s.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicStopped)
 	return &protocol.StopMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
 }
 
@@ -225,7 +226,7 @@ func (s *Service) pauseTopics(ctx context.Context, r *protocol.PauseMirrorTopics
 	for _, t := range r.Topics {
 		patterns = append(patterns, t.TopicName)
 	}
-	op := s.changeTopics(ctx, r.MirrorName, patterns, TopicPaused)
+	op := s.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicPaused)
 	return &protocol.PauseMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
 }
 
@@ -234,7 +235,7 @@ func (s *Service) resumeTopics(ctx context.Context, r *protocol.ResumeMirrorTopi
 	for _, t := range r.Topics {
 		patterns = append(patterns, t.TopicName)
 	}
-	op := s.changeTopics(ctx, r.MirrorName, patterns, TopicActive)
+	op := s.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicActive)
 	return &protocol.ResumeMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
 }
 
@@ -243,7 +244,7 @@ func (s *Service) resumeTopics(ctx context.Context, r *protocol.ResumeMirrorTopi
 func (s *Service) deleteMirror(ctx context.Context, r *protocol.DeleteClusterMirrorRequest) protocol.Response {
 	resp := &protocol.DeleteClusterMirrorResponse{}
 	topics := s.state().TopicsOf(r.MirrorName)
-	res, err := s.apply(ctx, DeleteMirror{Name: r.MirrorName})
+	res, err := s.apply(ctx, fsm.DeleteMirror{Name: r.MirrorName})
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, strPtr(err.Error())
 		return resp

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -25,7 +27,7 @@ func (s *Service) addSidecar(ctx context.Context, r *protocol.AddSidecarRequest)
 		resp.ErrorCode, resp.ErrorMessage, resp.LeaderAdminAddress = code, strPtr(msg), leader
 		return resp
 	}
-	if p := hostPortProblem(r.AdminAddress); p != "" {
+	if p := raftnode.HostPortProblem(r.AdminAddress); p != "" {
 		return set(kerr.InvalidRequest.Code, fmt.Sprintf("admin address %q of broker %d %s", r.AdminAddress, r.BrokerId, p), nil)
 	}
 	added, err := s.cfg.Node.AddMember(ctx, r.BrokerId, r.RaftAddress)
@@ -34,14 +36,14 @@ func (s *Service) addSidecar(ctx context.Context, r *protocol.AddSidecarRequest)
 		return set(code, err.Error(), leader)
 	}
 	version := ""
-	s.cfg.Node.FSM().Read(func(st *State) {
+	s.cfg.Node.FSM().Read(func(st *fsm.State) {
 		if sc := st.Sidecars[r.BrokerId]; sc != nil && sc.RaftAddr == r.RaftAddress {
 			version = sc.Version
 		}
 	})
-	res, err := s.apply(ctx, RegisterSidecar{ID: r.BrokerId, RaftAddr: r.RaftAddress, AdminAddr: r.AdminAddress, Version: version})
+	res, err := s.apply(ctx, fsm.RegisterSidecar{ID: r.BrokerId, RaftAddr: r.RaftAddress, AdminAddr: r.AdminAddress, Version: version})
 	if err == nil {
-		err = res.Err()
+		err = raftnode.ResultErr(res)
 	}
 	if err != nil {
 		return set(kerr.UnknownServerError.Code, fmt.Sprintf("broker %d is in the raft group, but registering its admin address %s failed: %v; run --add-sidecar again",
@@ -64,7 +66,7 @@ func (s *Service) removeSidecar(ctx context.Context, r *protocol.RemoveSidecarRe
 	}
 	wasLeader := s.cfg.Node.IsLeader()
 	err := s.cfg.Node.RemoveMember(ctx, r.BrokerId)
-	var nle *NotLeaderError
+	var nle *raftnode.NotLeaderError
 	if errors.As(err, &nle) && wasLeader && r.BrokerId == s.cfg.BrokerID && nle.LeaderAdminAddr != "" {
 		// This sidecar led and handed over so as not to remove itself:
 		// the new leader removes it.
@@ -80,9 +82,9 @@ func (s *Service) removeSidecar(ctx context.Context, r *protocol.RemoveSidecarRe
 		code, leader := membershipError(err)
 		return set(code, err.Error(), leader)
 	}
-	res, err := s.apply(ctx, RemoveSidecar{ID: r.BrokerId})
+	res, err := s.apply(ctx, fsm.RemoveSidecar{ID: r.BrokerId})
 	if err == nil {
-		err = res.Err()
+		err = raftnode.ResultErr(res)
 	}
 	if err != nil {
 		return set(kerr.UnknownServerError.Code, fmt.Sprintf("broker %d left the raft group, but forgetting its registration failed: %v", r.BrokerId, err), nil)
@@ -94,16 +96,16 @@ func (s *Service) removeSidecar(ctx context.Context, r *protocol.RemoveSidecarRe
 // membershipError maps an error of AddMember or RemoveMember to a Kafka
 // error code and, for NOT_CONTROLLER, the leader's admin address.
 func membershipError(err error) (int16, *string) {
-	var nle *NotLeaderError
+	var nle *raftnode.NotLeaderError
 	switch {
 	case errors.As(err, &nle):
 		if nle.LeaderAdminAddr != "" {
 			return kerr.NotController.Code, strPtr(nle.LeaderAdminAddr)
 		}
 		return kerr.NotController.Code, nil
-	case errors.Is(err, ErrUnknownMember):
+	case errors.Is(err, raftnode.ErrUnknownMember):
 		return kerr.BrokerIDNotRegistered.Code, nil
-	case errors.Is(err, ErrLastVoter), errors.Is(err, ErrInvalidMember):
+	case errors.Is(err, raftnode.ErrLastVoter), errors.Is(err, raftnode.ErrInvalidMember):
 		return kerr.InvalidRequest.Code, nil
 	}
 	return kerr.UnknownServerError.Code, nil

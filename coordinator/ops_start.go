@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 )
@@ -85,7 +87,7 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 		return matchErr != nil || (len(matched) > 0 && len(missing) == 0)
 	})
 	if listErr != nil {
-		return fail(kerr.BrokerNotAvailable.Code, "cannot list the topics of the source cluster at %s: %v", m.Config[BootstrapServersKey], listErr)
+		return fail(kerr.BrokerNotAvailable.Code, "cannot list the topics of the source cluster at %s: %v", m.Config[fsm.BootstrapServersKey], listErr)
 	}
 	if matchErr != nil {
 		return fail(kerr.InvalidRequest.Code, "%v", matchErr)
@@ -105,10 +107,10 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 
 	results := map[string]protocol.MirrorTopicResult{}
 	order := make([]string, 0, len(matched)+len(missing))
-	var start []StartTopic
+	var start []fsm.StartTopic
 	var restart, undiverge []string
 	divergedMsg := map[string]string{}
-	owned := map[string][]ACL{}
+	owned := map[string][]fsm.ACL{}
 	failed := s.failedTopics(ctx, st, m.Name, matched)
 	for _, t := range matched {
 		order = append(order, t.Name)
@@ -131,7 +133,7 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 		if len(prep.diverged) > 0 {
 			divergedMsg[t.Name] = divergenceMessage(t.Name, prep.diverged, true)
 		}
-		start = append(start, StartTopic{Name: t.Name, Partitions: t.Partitions, SourceTopicID: t.ID, Unprotected: unprotected, Diverged: prep.diverged})
+		start = append(start, fsm.StartTopic{Name: t.Name, Partitions: t.Partitions, SourceTopicID: t.ID, Unprotected: unprotected, Diverged: prep.diverged})
 	}
 	for _, name := range missing {
 		order = append(order, name)
@@ -139,10 +141,10 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 			fmt.Sprintf("topic %s does not exist on the source cluster %s", name, m.SourceClusterID))
 	}
 	if len(start) > 0 {
-		res, err := s.apply(ctx, StartTopics{Mirror: m.Name, Topics: start, AddInclude: r.IncludePatterns,
+		res, err := s.apply(ctx, fsm.StartTopics{Mirror: m.Name, Topics: start, AddInclude: r.IncludePatterns,
 			AddExclude: r.ExcludePatterns, NowMs: s.cfg.Now().UnixMilli()})
 		if err == nil && res.ErrorCode != 0 {
-			err = res.Err()
+			err = raftnode.ResultErr(res)
 		}
 		if err != nil {
 			s.undoACLs(ctx, owned)
@@ -152,11 +154,11 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 			results[tr.Name] = topicResult(tr.Name, tr.ErrorCode, tr.ErrorMessage)
 			acls := owned[tr.Name]
 			if tr.ErrorCode != 0 {
-				s.undoACLs(ctx, map[string][]ACL{tr.Name: acls})
+				s.undoACLs(ctx, map[string][]fsm.ACL{tr.Name: acls})
 				continue
 			}
 			if len(acls) > 0 {
-				if _, err := s.apply(ctx, RecordACLs{Topic: tr.Name, ACLs: acls}); err != nil {
+				if _, err := s.apply(ctx, fsm.RecordACLs{Topic: tr.Name, ACLs: acls}); err != nil {
 					s.log.Error("could not record the read-only ACLs of a mirror topic", zap.String("topic", tr.Name), zap.Error(err))
 				}
 			}
@@ -172,9 +174,9 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 		}
 	}
 	for _, name := range undiverge {
-		res, err := s.apply(ctx, SetDiverged{Mirror: m.Name, Topic: name, NowMs: s.cfg.Now().UnixMilli()})
+		res, err := s.apply(ctx, fsm.SetDiverged{Mirror: m.Name, Topic: name, NowMs: s.cfg.Now().UnixMilli()})
 		if err == nil {
-			err = res.Err()
+			err = raftnode.ResultErr(res)
 		}
 		if err != nil {
 			results[name] = topicError(name, err)
@@ -184,9 +186,9 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 		s.log.Info("mirror topic no longer diverged: mirroring it", zap.String("mirror", m.Name), zap.String("topic", name))
 	}
 	if len(restart) > 0 {
-		res, err := s.apply(ctx, RestartTopics{Mirror: m.Name, Topics: restart, NowMs: s.cfg.Now().UnixMilli()})
+		res, err := s.apply(ctx, fsm.RestartTopics{Mirror: m.Name, Topics: restart, NowMs: s.cfg.Now().UnixMilli()})
 		if err == nil && res.ErrorCode != 0 {
-			err = res.Err()
+			err = raftnode.ResultErr(res)
 		}
 		for i, name := range restart {
 			switch {
@@ -211,11 +213,11 @@ var errRestart = errors.New("coordinator: restart the failed partitions")
 
 // failedTopics returns the topics among matched that are active in the
 // mirror and have a FAILED partition somewhere.
-func (s *Service) failedTopics(ctx context.Context, st *State, mirror string, matched []SourceTopic) map[string]bool {
+func (s *Service) failedTopics(ctx context.Context, st *fsm.State, mirror string, matched []SourceTopic) map[string]bool {
 	out := map[string]bool{}
 	active := false
 	for _, t := range matched {
-		if cur, ok := st.Topics[t.Name]; ok && cur.Mirror == mirror && cur.Status == TopicActive {
+		if cur, ok := st.Topics[t.Name]; ok && cur.Mirror == mirror && cur.Status == fsm.TopicActive {
 			active = true
 		}
 	}
@@ -233,7 +235,7 @@ func (s *Service) failedTopics(ctx context.Context, st *State, mirror string, ma
 
 // prepared is what prepareTopic found out about one topic.
 type prepared struct {
-	diverged []Divergence            // start the topic with these partitions diverged (DESIGN D9)
+	diverged []fsm.Divergence        // start the topic with these partitions diverged (DESIGN D9)
 	resolved bool                    // an active topic with diverged partitions may be mirrored now
 	copied   *protocol.ReseededTopic // the divergent records a re-seed copied
 }
@@ -241,21 +243,21 @@ type prepared struct {
 // prepareTopic checks one topic against the controller state and the
 // destination, creates the destination topic when absent (or re-seeds it,
 // reseed.go) and protects it. ACLs it creates are added to owned.
-func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool,
-	owned map[string][]ACL, failed map[string]bool, reseed bool,
+func (s *Service) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool,
+	owned map[string][]fsm.ACL, failed map[string]bool, reseed bool,
 ) (prepared, error) {
 	var out prepared
 	activeDiverged := false
-	if cur, ok := st.Topics[t.Name]; ok && cur.Status != TopicStopped {
+	if cur, ok := st.Topics[t.Name]; ok && cur.Status != fsm.TopicStopped {
 		switch {
 		case cur.Mirror != m.Name:
 			return out, topicErr(kerr.InvalidRequest, "topic %s is already in mirror %s (%s): stop it there first", t.Name, cur.Mirror, cur.Status)
-		case cur.Status == TopicActive && len(cur.Diverged) > 0:
+		case cur.Status == fsm.TopicActive && len(cur.Diverged) > 0:
 			activeDiverged = true
 		case reseed:
 			return out, topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s and has no diverged partitions: "+
 				"--reseed only re-seeds a topic whose log on this cluster diverged from the source's", t.Name, cur.Status, m.Name)
-		case cur.Status == TopicActive && failed[t.Name]:
+		case cur.Status == fsm.TopicActive && failed[t.Name]:
 			return out, errRestart
 		default:
 			return out, topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
@@ -269,7 +271,7 @@ func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *k
 	if activeDiverged {
 		if len(diverged) > 0 {
 			if cur := st.Topics[t.Name]; !slices.Equal(cur.Diverged, diverged) {
-				if _, err := s.apply(ctx, SetDiverged{Mirror: m.Name, Topic: t.Name, Diverged: diverged, NowMs: s.cfg.Now().UnixMilli()}); err != nil {
+				if _, err := s.apply(ctx, fsm.SetDiverged{Mirror: m.Name, Topic: t.Name, Diverged: diverged, NowMs: s.cfg.Now().UnixMilli()}); err != nil {
 					s.log.Warn("could not record the divergence of a mirror topic", zap.String("topic", t.Name), zap.Error(err))
 				}
 			}
@@ -294,7 +296,7 @@ func (s *Service) prepareTopic(ctx context.Context, st *State, m *Mirror, src *k
 // it creates it when absent, accepts it when it is empty or holds a prefix
 // of the source's log (failback, DESIGN D9), and otherwise returns the
 // diverged partitions, or with reseed re-seeds the topic.
-func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, reseed bool) ([]Divergence, *protocol.ReseededTopic, error) {
+func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, reseed bool) ([]fsm.Divergence, *protocol.ReseededTopic, error) {
 	nothing := func(why string) error {
 		return topicErr(kerr.InvalidRequest, "destination topic %s %s: nothing to re-seed; start it without --reseed", t.Name, why)
 	}
@@ -340,7 +342,7 @@ func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t Sou
 }
 
 // undoACLs deletes ACLs created for topics that did not start.
-func (s *Service) undoACLs(ctx context.Context, owned map[string][]ACL) {
+func (s *Service) undoACLs(ctx context.Context, owned map[string][]fsm.ACL) {
 	for topic, acls := range owned {
 		if err := s.cfg.Destination.Unprotect(ctx, acls); err != nil {
 			s.log.Error("could not remove the ACLs of a topic that did not start", zap.String("topic", topic), zap.Error(err))

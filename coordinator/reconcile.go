@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 )
 
@@ -137,10 +138,10 @@ func (s *Service) reconcile(ctx context.Context) error {
 // ones, less the topics of a mirror whose source changed cluster, topics
 // recreated on the source (DESIGN D10) and topics with diverged partitions
 // (D9: not one record may be appended before the re-seed re-creates them).
-func drivenTopics(st *State) []string {
+func drivenTopics(st *fsm.State) []string {
 	var out []string
 	for name, t := range st.Topics {
-		if t.Status == TopicActive && t.SyncFault == "" && len(t.Diverged) == 0 && st.Mirrors[t.Mirror] != nil && st.Mirrors[t.Mirror].SyncFault == "" {
+		if t.Status == fsm.TopicActive && t.SyncFault == "" && len(t.Diverged) == 0 && st.Mirrors[t.Mirror] != nil && st.Mirrors[t.Mirror].SyncFault == "" {
 			out = append(out, name)
 		}
 	}
@@ -150,7 +151,7 @@ func drivenTopics(st *State) []string {
 
 // syncSources gives the data plane a source client for every mirror, and a
 // new one when a mirror's source settings change; it removes deleted mirrors.
-func (s *Service) syncSources(st *State) {
+func (s *Service) syncSources(st *fsm.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, m := range st.Mirrors {

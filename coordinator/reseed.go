@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -69,7 +70,7 @@ func divergedTopicName(topic string, now time.Time) (string, error) {
 // partitions in found, in the destination log dl), verifies the copy, then
 // deletes and re-creates the destination topic. It returns what it copied,
 // also when a later step failed.
-func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, found []Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
+func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, found []fsm.Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
 	copyName, err := divergedTopicName(t.Name, s.cfg.Now())
 	if err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf
 // copyDiverged copies the records of every diverged partition from where
 // the logs part to the log end offset in dl into a new topic copyName,
 // partition for partition, and verifies the copy by its counts.
-func (s *Service) copyDiverged(ctx context.Context, topic, copyName string, found []Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
+func (s *Service) copyDiverged(ctx context.Context, topic, copyName string, found []fsm.Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
 	ctx, cancel := context.WithTimeout(ctx, copyTimeout)
 	defer cancel()
 	_, maxBytes, err := sourceTopicConfigs(ctx, s.cfg.DestClient, topic)

@@ -12,15 +12,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
 )
 
 // TestApplyDiverged checks that StartTopics records diverged partitions and
 // SetDiverged sets and clears them, with their validation.
 func TestApplyDiverged(t *testing.T) {
-	s := fixtureState(t)
-	dv := []Divergence{{Partition: 1, Offset: 10, Extra: 5, Exact: true}}
-	mustApply(t, s, StartTopics{Mirror: "m1", Topics: []StartTopic{{Name: "d", Partitions: 2, Diverged: dv}}, NowMs: 5000})
-	if got := s.Topics["d"]; got.Status != TopicActive || !reflect.DeepEqual(got.Diverged, dv) {
+	s := fsmtest.State(t)
+	dv := []fsm.Divergence{{Partition: 1, Offset: 10, Extra: 5, Exact: true}}
+	fsmtest.MustApply(t, s, fsm.StartTopics{Mirror: "m1", Topics: []fsm.StartTopic{{Name: "d", Partitions: 2, Diverged: dv}}, NowMs: 5000})
+	if got := s.Topics["d"]; got.Status != fsm.TopicActive || !reflect.DeepEqual(got.Diverged, dv) {
 		t.Fatalf("started diverged topic = %+v, want active with %v", got, dv)
 	}
 	if c := s.Clone(); &c.Topics["d"].Diverged[0] == &s.Topics["d"].Diverged[0] {
@@ -29,21 +32,21 @@ func TestApplyDiverged(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		cmd  Command
+		cmd  fsm.Command
 		code int16
 		msg  string
 	}{
-		{"unknown mirror", SetDiverged{Mirror: "x", Topic: "d"}, kerr.ResourceNotFound.Code, "x"},
-		{"unknown topic", SetDiverged{Mirror: "m1", Topic: "x"}, kerr.UnknownTopicOrPartition.Code, "x"},
-		{"other mirror", SetDiverged{Mirror: "m2", Topic: "d"}, kerr.InvalidRequest.Code, "belongs to mirror m1"},
-		{"stopped", SetDiverged{Mirror: "m1", Topic: "s"}, kerr.InvalidRequest.Code, "only an active topic"},
-		{"no such partition", SetDiverged{Mirror: "m1", Topic: "d", Diverged: []Divergence{{Partition: 2, Offset: 1, Extra: 1}}}, kerr.InvalidRequest.Code, "partition 2 does not exist"},
-		{"twice", SetDiverged{Mirror: "m1", Topic: "d", Diverged: []Divergence{{Partition: 0, Extra: 1}, {Partition: 0, Extra: 2}}}, kerr.InvalidRequest.Code, "listed twice"},
-		{"no extra", SetDiverged{Mirror: "m1", Topic: "d", Diverged: []Divergence{{Partition: 0, Offset: 3}}}, kerr.InvalidRequest.Code, "not a divergence"},
+		{"unknown mirror", fsm.SetDiverged{Mirror: "x", Topic: "d"}, kerr.ResourceNotFound.Code, "x"},
+		{"unknown topic", fsm.SetDiverged{Mirror: "m1", Topic: "x"}, kerr.UnknownTopicOrPartition.Code, "x"},
+		{"other mirror", fsm.SetDiverged{Mirror: "m2", Topic: "d"}, kerr.InvalidRequest.Code, "belongs to mirror m1"},
+		{"stopped", fsm.SetDiverged{Mirror: "m1", Topic: "s"}, kerr.InvalidRequest.Code, "only an active topic"},
+		{"no such partition", fsm.SetDiverged{Mirror: "m1", Topic: "d", Diverged: []fsm.Divergence{{Partition: 2, Offset: 1, Extra: 1}}}, kerr.InvalidRequest.Code, "partition 2 does not exist"},
+		{"twice", fsm.SetDiverged{Mirror: "m1", Topic: "d", Diverged: []fsm.Divergence{{Partition: 0, Extra: 1}, {Partition: 0, Extra: 2}}}, kerr.InvalidRequest.Code, "listed twice"},
+		{"no extra", fsm.SetDiverged{Mirror: "m1", Topic: "d", Diverged: []fsm.Divergence{{Partition: 0, Offset: 3}}}, kerr.InvalidRequest.Code, "not a divergence"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := s.Clone()
-			res := applyCommand(s, mustEncode(t, tc.cmd))
+			res := fsm.ApplyTo(s, fsmtest.MustEncode(t, tc.cmd))
 			if res.ErrorCode != tc.code || !strings.Contains(res.ErrorMessage, tc.msg) {
 				t.Fatalf("apply = %+v, want code %d with %q", res, tc.code, tc.msg)
 			}
@@ -52,16 +55,16 @@ func TestApplyDiverged(t *testing.T) {
 			}
 		})
 	}
-	res := applyCommand(s, mustEncode(t, StartTopics{Mirror: "m1", Topics: []StartTopic{{Name: "e", Partitions: 1, Diverged: []Divergence{{Partition: 1, Extra: 1}}}}}))
+	res := fsm.ApplyTo(s, fsmtest.MustEncode(t, fsm.StartTopics{Mirror: "m1", Topics: []fsm.StartTopic{{Name: "e", Partitions: 1, Diverged: []fsm.Divergence{{Partition: 1, Extra: 1}}}}}))
 	if len(res.Topics) != 1 || res.Topics[0].ErrorCode != kerr.InvalidRequest.Code || s.Topics["e"] != nil {
 		t.Fatalf("StartTopics with a divergence on a missing partition = %+v, topic %+v", res, s.Topics["e"])
 	}
 
-	mustApply(t, s, SetDiverged{Mirror: "m1", Topic: "d", NowMs: 6000})
+	fsmtest.MustApply(t, s, fsm.SetDiverged{Mirror: "m1", Topic: "d", NowMs: 6000})
 	if got := s.Topics["d"]; got.Diverged != nil || got.StartedMs != 6000 || got.UpdatedMs != 6000 {
 		t.Fatalf("cleared = %+v, want no divergence, started and updated at 6000", got)
 	}
-	mustApply(t, s, SetDiverged{Mirror: "m1", Topic: "d", Diverged: dv, NowMs: 7000})
+	fsmtest.MustApply(t, s, fsm.SetDiverged{Mirror: "m1", Topic: "d", Diverged: dv, NowMs: 7000})
 	if got := s.Topics["d"]; !reflect.DeepEqual(got.Diverged, dv) || got.StartedMs != 6000 {
 		t.Fatalf("set again = %+v", got)
 	}
@@ -70,13 +73,13 @@ func TestApplyDiverged(t *testing.T) {
 // TestDrivenTopics checks that no partition of a topic with diverged
 // partitions is driven, and that it is once the divergence is cleared.
 func TestDrivenTopics(t *testing.T) {
-	s := fixtureState(t)
-	mustApply(t, s, StartTopics{Mirror: "m1", Topics: []StartTopic{{Name: "d", Partitions: 2,
-		Diverged: []Divergence{{Partition: 0, Offset: 1, Extra: 1, Exact: true}}}}, NowMs: 5000})
+	s := fsmtest.State(t)
+	fsmtest.MustApply(t, s, fsm.StartTopics{Mirror: "m1", Topics: []fsm.StartTopic{{Name: "d", Partitions: 2,
+		Diverged: []fsm.Divergence{{Partition: 0, Offset: 1, Extra: 1, Exact: true}}}}, NowMs: 5000})
 	if got := drivenTopics(s); !reflect.DeepEqual(got, []string{"a", "b"}) {
 		t.Fatalf("driven topics %v, want [a b]", got)
 	}
-	mustApply(t, s, SetDiverged{Mirror: "m1", Topic: "d", NowMs: 6000})
+	fsmtest.MustApply(t, s, fsm.SetDiverged{Mirror: "m1", Topic: "d", NowMs: 6000})
 	if got := drivenTopics(s); !reflect.DeepEqual(got, []string{"a", "b", "d"}) {
 		t.Fatalf("driven topics after the re-seed %v, want [a b d]", got)
 	}
@@ -85,8 +88,8 @@ func TestDrivenTopics(t *testing.T) {
 // TestDivergedRow checks describe's rows of a topic with a diverged
 // partition: every partition FAILED, the diverged one with its divergence.
 func TestDivergedRow(t *testing.T) {
-	mt := &MirrorTopic{Name: "orders", Partitions: 3, Status: TopicActive,
-		Diverged: []Divergence{{Partition: 1, Offset: 1180, Extra: 20, Exact: true}}}
+	mt := &fsm.MirrorTopic{Name: "orders", Partitions: 3, Status: fsm.TopicActive,
+		Diverged: []fsm.Divergence{{Partition: 1, Offset: 1180, Extra: 20, Exact: true}}}
 	d := divergedRow(mt, 1)
 	if d.State != "FAILED" || d.PartitionIndex != 1 || d.LastError == nil ||
 		!strings.HasPrefix(*d.LastError, "partition 1 diverged at offset 1180: this cluster has 20 records from there on that the source does not have;") ||
@@ -204,7 +207,7 @@ func TestReseed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Divergence{{Partition: 1, Offset: 3, Extra: 4, Exact: true}}
+	want := []fsm.Divergence{{Partition: 1, Offset: 3, Extra: 4, Exact: true}}
 	if !reflect.DeepEqual(found, want) {
 		t.Fatalf("divergences = %v, want %v", found, want)
 	}

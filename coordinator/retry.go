@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 )
 
@@ -112,7 +113,7 @@ func (s *Service) resetRetries(mirror, topic string) {
 // restartRequested restarts the FAILED partitions this sidecar drives of
 // topics whose RestartGen grew since the last pass (an operator's --start),
 // with new automatic retries. The first pass only records the generations.
-func (s *Service) restartRequested(st *State) {
+func (s *Service) restartRequested(st *fsm.State) {
 	statuses := s.cfg.DataPlane.Status()
 	s.mu.Lock()
 	var due []fetcher.Partition
@@ -120,7 +121,7 @@ func (s *Service) restartRequested(st *State) {
 	for name, t := range st.Topics {
 		seen, known := s.restartGen[name]
 		s.restartGen[name] = t.RestartGen
-		if known && t.RestartGen > seen && t.Status == TopicActive {
+		if known && t.RestartGen > seen && t.Status == fsm.TopicActive {
 			bumped[name] = true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 )
 
@@ -101,8 +102,8 @@ func TestRetryFailed(t *testing.T) {
 
 	// An operator's --start (a new RestartGen) restarts it with new retries;
 	// the permanent failure is restarted too, as the operator asked.
-	st := NewState()
-	st.Topics["t"] = &MirrorTopic{Name: "t", Mirror: "m", Partitions: 2, Status: TopicActive, RestartGen: 1}
+	st := fsm.NewState()
+	st.Topics["t"] = &fsm.MirrorTopic{Name: "t", Mirror: "m", Partitions: 2, Status: fsm.TopicActive, RestartGen: 1}
 	s.restartRequested(st) // the first pass only records the generation
 	if got := plane.takeStarted(); len(got) != 0 {
 		t.Fatalf("the first pass started %v", got)

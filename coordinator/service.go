@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
@@ -31,11 +33,11 @@ type DataPlane interface {
 
 // ServiceConfig wires a Service.
 type ServiceConfig struct {
-	BrokerID     int32        // the local broker, whose partitions this sidecar drives
-	Node         *Node        // the raft node
-	Peers        *Peers       // connections to other sidecars
-	Destination  *Destination // admin work on the destination cluster
-	DestClient   *kgo.Client  // the destination client (metadata, leaders)
+	BrokerID     int32           // the local broker, whose partitions this sidecar drives
+	Node         *raftnode.Node  // the raft node
+	Peers        *raftnode.Peers // connections to other sidecars
+	Destination  *Destination    // admin work on the destination cluster
+	DestClient   *kgo.Client     // the destination client (metadata, leaders)
 	DataPlane    DataPlane
 	SourceDialer SourceDialer
 	Logger       *zap.Logger
@@ -99,7 +101,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, errors.New("coordinator: service needs a source dialer")
 	}
 	if cfg.Peers == nil {
-		cfg.Peers = NewPeers()
+		cfg.Peers = raftnode.NewPeers()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -223,7 +225,7 @@ func (s *Service) applyCommand(ctx context.Context, r *protocol.ApplyCommandRequ
 	res, err := s.cfg.Node.ApplyLocal(ctx, r.Command)
 	if err != nil {
 		code := kerr.UnknownServerError.Code
-		if errors.Is(err, ErrNotLeader) {
+		if errors.Is(err, raftnode.ErrNotLeader) {
 			code = kerr.NotController.Code
 		}
 		resp.ErrorCode, resp.ErrorMessage = code, strPtr(err.Error())
@@ -239,18 +241,18 @@ func (s *Service) applyCommand(ctx context.Context, r *protocol.ApplyCommandRequ
 }
 
 // apply submits a command through raft (forwarded when not leader).
-func (s *Service) apply(ctx context.Context, c Command) (Result, error) {
-	b, err := EncodeCommand(c)
+func (s *Service) apply(ctx context.Context, c fsm.Command) (fsm.Result, error) {
+	b, err := fsm.EncodeCommand(c)
 	if err != nil {
-		return Result{}, err
+		return fsm.Result{}, err
 	}
 	return s.cfg.Node.Apply(ctx, b)
 }
 
 // state returns a copy of the controller state.
-func (s *Service) state() *State {
-	var st *State
-	s.cfg.Node.FSM().Read(func(cur *State) { st = cur.Clone() })
+func (s *Service) state() *fsm.State {
+	var st *fsm.State
+	s.cfg.Node.FSM().Read(func(cur *fsm.State) { st = cur.Clone() })
 	return st
 }
 
@@ -297,3 +299,10 @@ func setError(resp protocol.Response, code int16, msg string) {
 }
 
 func strPtr(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

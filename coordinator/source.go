@@ -180,3 +180,15 @@ func expandTopics(topics []SourceTopic, include, exclude []string) (matched []So
 	}
 	return matched, missing, nil
 }
+
+// sleepCtx waits for d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
@@ -173,7 +174,7 @@ func (s *Service) readStatesOf(ctx context.Context, req *protocol.ReadMirrorStat
 
 // persistBoundary records PAUSED or STOPPED for every partition of topics,
 // with the destination log end offset as the stop boundary (DESIGN D9).
-func (s *Service) persistBoundary(ctx context.Context, mirror string, topics []*MirrorTopic, state fetcher.State) {
+func (s *Service) persistBoundary(ctx context.Context, mirror string, topics []*fsm.MirrorTopic, state fetcher.State) {
 	if s.states == nil || len(topics) == 0 {
 		return
 	}
@@ -220,7 +221,7 @@ func (s *Service) persistBoundary(ctx context.Context, mirror string, topics []*
 // adminAddr returns the admin endpoint of a broker's sidecar, or "".
 func (s *Service) adminAddr(broker int32) string {
 	var addr string
-	s.cfg.Node.FSM().Read(func(st *State) {
+	s.cfg.Node.FSM().Read(func(st *fsm.State) {
 		if sc, ok := st.Sidecars[broker]; ok {
 			addr = sc.AdminAddr
 		}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
@@ -23,8 +24,8 @@ import (
 type components struct {
 	log      *zap.Logger
 	dest     *kgo.Client
-	peers    *coordinator.Peers
-	node     *coordinator.Node
+	peers    *raftnode.Peers
+	node     *raftnode.Node
 	fetcher  *fetcher.Manager
 	states   *statestore.Store
 	service  *coordinator.Service
@@ -56,12 +57,12 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	if c.dest, err = kgo.NewClient(destOpts...); err != nil {
 		return nil, fmt.Errorf("sidecar: destination client: %w", err)
 	}
-	c.peers = coordinator.NewPeers()
-	var peers []coordinator.Peer
+	c.peers = raftnode.NewPeers()
+	var peers []raftnode.Peer
 	for _, p := range s.cfg.RaftMembers() {
-		peers = append(peers, coordinator.Peer{ID: p.ID, Address: p.Address})
+		peers = append(peers, raftnode.Peer{ID: p.ID, Address: p.Address})
 	}
-	c.node, err = coordinator.OpenNode(coordinator.NodeConfig{
+	c.node, err = raftnode.OpenNode(raftnode.NodeConfig{
 		ID:         s.cfg.LocalBrokerID,
 		BindAddr:   s.cfg.RaftListener,
 		DataDir:    s.cfg.DataDir,

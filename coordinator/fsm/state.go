@@ -1,4 +1,4 @@
-package coordinator
+package fsm
 
 import (
 	"fmt"
@@ -222,6 +222,15 @@ func (s *State) Clone() *State {
 func (s *State) MovedReplicas(topic string, partition int32) ([]int32, bool) {
 	r, ok := s.MovedPartitions[topic][partition]
 	return r, ok
+}
+
+// offsets returns the mirror's mirror.offsets setting, DefaultOffsets when
+// it is not set.
+func (m *Mirror) offsets() string {
+	if v, ok := m.Config[OffsetsKey]; ok {
+		return v
+	}
+	return DefaultOffsets
 }
 
 // Clone returns a deep copy of m (nil for nil).

@@ -1,16 +1,13 @@
-package coordinator
+package fsm
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"sync"
-
-	"github.com/hashicorp/raft"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"go.uber.org/zap"
 )
 
 // snapshotVersion is the version of the snapshot format written by
@@ -19,18 +16,19 @@ const snapshotVersion = 1
 
 // recentResults is how many results of applied commands the FSM keeps, by
 // raft index, for a proposer whose leadership was lost while it waited for
-// one (Node.resolveLost).
+// one (raftnode's resolveLost).
 const recentResults = 256
 
 // maxSnapshotBytes bounds what Restore reads, so that a corrupt snapshot
 // cannot exhaust memory.
 const maxSnapshotBytes = 1 << 30
 
-// FSM is the raft state machine of the controller: it applies commands to
-// a State. raft calls Apply, Snapshot and Restore from its FSM goroutine;
-// readers call Read and Watch from any goroutine.
+// FSM is the state machine of the controller: it applies commands to a
+// State. raftnode adapts it to raft.FSM: raft calls Apply, Snapshot and
+// Restore from its FSM goroutine; readers call Read and Watch from any
+// goroutine. It knows no raft, no network and no clock.
 type FSM struct {
-	log *zap.Logger
+	onPanic func(cmd []byte, recovered any, stack []byte)
 
 	mu    sync.RWMutex
 	state *State
@@ -46,31 +44,24 @@ type indexedResult struct {
 	res   Result
 }
 
-var _ raft.FSM = (*FSM)(nil)
-
-// NewFSM returns an FSM with an empty state. A nil log discards logs.
-func NewFSM(log *zap.Logger) *FSM {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return &FSM{log: log, state: NewState(), watch: make(chan struct{})}
+// New returns an FSM with an empty state. onPanic, if not nil, is told of a
+// command whose application panicked (a bug: see applyLocked), with the
+// recovered value and the stack; raftnode logs it.
+func New(onPanic func(cmd []byte, recovered any, stack []byte)) *FSM {
+	return &FSM{onPanic: onPanic, state: NewState(), watch: make(chan struct{})}
 }
 
-// Apply implements raft.FSM. It returns a Result: an error result, never a
-// panic, for a command that cannot be decoded or is not valid for the
-// current state.
-func (f *FSM) Apply(l *raft.Log) any {
+// Apply applies the encoded command cmd, found at raft log index, and
+// returns its Result: an error result, never a panic, for a command that
+// cannot be decoded or is not valid for the current state.
+func (f *FSM) Apply(index uint64, cmd []byte) Result {
 	f.mu.Lock()
-	res := f.applyLocked(l.Data)
-	res.Index = l.Index
-	f.index = l.Index
-	f.recent[l.Index%recentResults] = indexedResult{l.Index, res}
+	defer f.mu.Unlock()
+	res := f.applyLocked(cmd)
+	res.Index = index
+	f.index = index
+	f.recent[index%recentResults] = indexedResult{index, res}
 	f.notifyLocked()
-	f.mu.Unlock()
-
-	if ce := f.log.Check(zap.DebugLevel, "applied command"); ce != nil {
-		ce.Write(commandFields(l.Data, res)...)
-	}
 	return res
 }
 
@@ -81,25 +72,18 @@ func (f *FSM) Apply(l *raft.Log) any {
 func (f *FSM) applyLocked(b []byte) (res Result) {
 	defer func() {
 		if p := recover(); p != nil {
-			f.log.Error("BUG: applying a command panicked; the command was rejected",
-				append(commandFields(b, Result{}), zap.Any("panic", p), zap.Stack("stack"))...)
-			res = fail(kerr.UnknownServerError, "the command could not be applied because of an internal error (see the leader's log); please report it")
+			if f.onPanic != nil {
+				f.onPanic(b, p, debug.Stack())
+			}
+			res = fail(codeUnknownServerError, "the command could not be applied because of an internal error (see the leader's log); please report it")
 		}
 	}()
 	return applyCommand(f.state, b)
 }
 
-func commandFields(b []byte, res Result) []zap.Field {
-	fs := make([]zap.Field, 0, 4)
-	if len(b) >= 2 {
-		fs = append(fs, zap.Stringer("command", CommandType(b[0])), zap.Uint8("command-version", b[1]))
-	}
-	fs = append(fs, zap.Uint64("index", res.Index), zap.Int16("error-code", res.ErrorCode))
-	if res.ErrorMessage != "" {
-		fs = append(fs, zap.String("error-message", res.ErrorMessage))
-	}
-	return fs
-}
+// ApplyTo decodes cmd and applies it to s, outside any FSM: for tests and
+// tools that build a state by hand. It is the code FSM.Apply runs.
+func ApplyTo(s *State, cmd []byte) Result { return applyCommand(s, cmd) }
 
 // notifyLocked wakes every watcher. Call with mu held for writing.
 func (f *FSM) notifyLocked() {
@@ -133,9 +117,9 @@ func (f *FSM) Index() uint64 {
 	return f.index
 }
 
-// resultAt returns the result of the command applied at index, if it is
+// ResultAt returns the result of the command applied at index, if it is
 // among the last recentResults.
-func (f *FSM) resultAt(index uint64) (Result, bool) {
+func (f *FSM) ResultAt(index uint64) (Result, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	r := f.recent[index%recentResults]
@@ -153,30 +137,48 @@ type snapshotFile struct {
 	State   *State `json:"state"`
 }
 
-// Snapshot implements raft.FSM: it copies the state under the read lock;
-// the copy is serialized by Persist while Apply goes on.
-func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return &fsmSnapshot{file: snapshotFile{Version: snapshotVersion, Index: f.index, State: f.state.Clone()}}, nil
+// Snapshot is a copy of the state at an index, taken by FSM.Snapshot.
+type Snapshot struct{ file snapshotFile }
+
+// Index returns the raft index the snapshot was taken at.
+func (s *Snapshot) Index() uint64 { return s.file.Index }
+
+// WriteTo writes the snapshot in the format Restore reads (JSON with a
+// version field).
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	b, err := json.Marshal(&s.file)
+	if err != nil {
+		return 0, fmt.Errorf("coordinator: encoding snapshot: %w", err)
+	}
+	n, err := w.Write(append(b, '\n'))
+	if err != nil {
+		return int64(n), fmt.Errorf("coordinator: writing snapshot: %w", err)
+	}
+	return int64(n), nil
 }
 
-// Restore implements raft.FSM: it decodes and validates the snapshot aside
-// and swaps it in under the lock. On error the state is unchanged.
-func (f *FSM) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	file, err := decodeSnapshot(rc)
+// Snapshot copies the state under the read lock; the copy is written by
+// Snapshot.WriteTo while Apply goes on.
+func (f *FSM) Snapshot() *Snapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &Snapshot{file: snapshotFile{Version: snapshotVersion, Index: f.index, State: f.state.Clone()}}
+}
+
+// Restore decodes and validates a snapshot aside and swaps it in under the
+// lock (consul's fsm.go), so a bad snapshot leaves the state untouched and
+// readers never see a half-restored state. It returns the restored index.
+func (f *FSM) Restore(r io.Reader) (uint64, error) {
+	file, err := decodeSnapshot(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	f.mu.Lock()
 	f.state = file.State
 	f.index = file.Index
 	f.notifyLocked()
 	f.mu.Unlock()
-	f.log.Info("restored state from snapshot", zap.Uint64("index", file.Index),
-		zap.Int("mirrors", len(file.State.Mirrors)), zap.Int("topics", len(file.State.Topics)))
-	return nil
+	return file.Index, nil
 }
 
 func decodeSnapshot(r io.Reader) (snapshotFile, error) {
@@ -209,17 +211,3 @@ func decodeSnapshot(r io.Reader) (snapshotFile, error) {
 	}
 	return file, nil
 }
-
-type fsmSnapshot struct{ file snapshotFile }
-
-// Persist implements raft.FSMSnapshot.
-func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := json.NewEncoder(sink).Encode(&s.file); err != nil {
-		_ = sink.Cancel()
-		return fmt.Errorf("coordinator: writing snapshot: %w", err)
-	}
-	return sink.Close()
-}
-
-// Release implements raft.FSMSnapshot.
-func (s *fsmSnapshot) Release() {}

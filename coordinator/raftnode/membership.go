@@ -1,4 +1,4 @@
-package coordinator
+package raftnode
 
 import (
 	"context"
@@ -20,20 +20,6 @@ import (
 // node. Each change is made against the configuration it was checked
 // against (raft's prevIndex), so two concurrent changes cannot both pass
 // the checks on a stale view: the second fails and can be retried.
-
-var (
-	// ErrUnknownMember is matched by the error of RemoveMember for an ID
-	// that is not in the raft configuration.
-	ErrUnknownMember = errors.New("coordinator: not a member of the raft group")
-
-	// ErrLastVoter is matched by the error of RemoveMember for the only
-	// voter of the group: without it, no leader could ever be elected.
-	ErrLastVoter = errors.New("coordinator: the last voter of the raft group cannot be removed")
-
-	// ErrInvalidMember is matched by the errors of AddMember for an ID or
-	// address that cannot be added; the message says why.
-	ErrInvalidMember = errors.New("coordinator: invalid raft member")
-)
 
 // memberError is an operator-facing membership error: its message stands
 // alone, and it matches its sentinel (ErrUnknownMember, ...).
@@ -94,7 +80,7 @@ func (n *Node) AddMember(ctx context.Context, id int32, addr string) (added bool
 		return false, memberErr(ErrInvalidMember, "broker %d has no raft address; give its raft.listener (host:port)", id)
 	}
 	if n.cfg.Transport == nil { // the TCP transport dials host:port
-		if p := hostPortProblem(addr); p != "" {
+		if p := HostPortProblem(addr); p != "" {
 			return false, memberErr(ErrInvalidMember, "raft address %q of broker %d %s", addr, id, p)
 		}
 	}
@@ -267,9 +253,9 @@ func parseServerID(id raft.ServerID) (int32, error) {
 	return int32(v), nil
 }
 
-// hostPortProblem describes what is wrong with a host:port address, or
+// HostPortProblem describes what is wrong with a host:port address, or
 // returns "".
-func hostPortProblem(addr string) string {
+func HostPortProblem(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "is not host:port"

@@ -1,4 +1,4 @@
-package coordinator
+package raftnode
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 // contactTimeout is how long a follower may go without hearing from a
@@ -65,6 +67,6 @@ func (n *Node) WaitCaughtUp(ctx context.Context) error {
 func (n *Node) readBarrier(ctx context.Context) bool {
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	res, err := n.ApplyCommand(bctx, ReadBarrier{})
+	res, err := n.ApplyCommand(bctx, fsm.ReadBarrier{})
 	return err == nil && res.Index > 0 && n.fsm.Index() >= res.Index
 }

@@ -1,9 +1,11 @@
-package coordinator
+package fsm_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 func TestValidateMirrorName(t *testing.T) {
@@ -28,14 +30,14 @@ func TestValidateMirrorName(t *testing.T) {
 		{"is .paused", ".paused", `ends with ".paused"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateMirrorName(tc.in)
+			err := fsm.ValidateMirrorName(tc.in)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("ValidateMirrorName(%q) = %v, want nil", tc.in, err)
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidName) || !strings.Contains(err.Error(), tc.wantErr) {
+			if !errors.Is(err, fsm.ErrInvalidName) || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("ValidateMirrorName(%q) = %v, want ErrInvalidName containing %q", tc.in, err, tc.wantErr)
 			}
 		})
@@ -55,7 +57,7 @@ func TestValidateTopicName(t *testing.T) {
 		{strings.Repeat("t", 250), false},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			if err := ValidateTopicName(tc.in); (err == nil) != tc.valid {
+			if err := fsm.ValidateTopicName(tc.in); (err == nil) != tc.valid {
 				t.Fatalf("ValidateTopicName(%q) = %v, want valid=%v", tc.in, err, tc.valid)
 			}
 		})
@@ -75,11 +77,11 @@ func TestValidatePattern(t *testing.T) {
 		{"(?=lookahead)", false},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			err := ValidatePattern(tc.in)
+			err := fsm.ValidatePattern(tc.in)
 			if (err == nil) != tc.valid {
 				t.Fatalf("ValidatePattern(%q) = %v, want valid=%v", tc.in, err, tc.valid)
 			}
-			if err != nil && !errors.Is(err, ErrInvalidPattern) {
+			if err != nil && !errors.Is(err, fsm.ErrInvalidPattern) {
 				t.Fatalf("ValidatePattern(%q) = %v, want ErrInvalidPattern", tc.in, err)
 			}
 		})

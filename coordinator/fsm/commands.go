@@ -1,4 +1,4 @@
-package coordinator
+package fsm
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // CommandType is the first byte of an encoded command. Values are stable:
@@ -168,27 +166,12 @@ type TopicResult struct {
 	ErrorMessage string `json:"errorMessage,omitempty"`
 }
 
-// Err returns nil for success, else the kerr error of the code wrapped with
-// the message; errors.Is(err, kerr.InvalidRequest) and the like work.
-func (r Result) Err() error { return codeErr(r.ErrorCode, r.ErrorMessage) }
-
-// Err returns nil for success, else the kerr error of the code wrapped with
-// the message.
-func (r TopicResult) Err() error { return codeErr(r.ErrorCode, r.ErrorMessage) }
-
-func codeErr(code int16, msg string) error {
-	if code == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", kerr.ErrorForCode(code), msg)
+func fail(code int16, format string, args ...any) Result {
+	return Result{ErrorCode: code, ErrorMessage: fmt.Sprintf(format, args...)}
 }
 
-func fail(code *kerr.Error, format string, args ...any) Result {
-	return Result{ErrorCode: code.Code, ErrorMessage: fmt.Sprintf(format, args...)}
-}
-
-func topicFail(name string, code *kerr.Error, format string, args ...any) TopicResult {
-	return TopicResult{Name: name, ErrorCode: code.Code, ErrorMessage: fmt.Sprintf(format, args...)}
+func topicFail(name string, code int16, format string, args ...any) TopicResult {
+	return TopicResult{Name: name, ErrorCode: code, ErrorMessage: fmt.Sprintf(format, args...)}
 }
 
 // Mirror config keys with a meaning to the FSM.
@@ -198,6 +181,12 @@ const (
 	// kept in Mirror.Include and Mirror.Exclude, never in Mirror.Config.
 	IncludeKey = "mirror.topics.include"
 	ExcludeKey = "mirror.topics.exclude"
+	// OffsetsKey is mirror.offsets: "exact" (DefaultOffsets: destination
+	// offsets are the source's, compaction holes get fillers) or
+	// "translate" (no fillers; an offset map translates group offsets),
+	// DESIGN D2. It cannot change once the mirror has topics.
+	OffsetsKey     = "mirror.offsets"
+	DefaultOffsets = "exact"
 )
 
 // CreateMirror creates a mirror (KIP-1279 §5.3).
@@ -431,3 +420,17 @@ type SetDiverged struct {
 
 // Type implements Command.
 func (SetDiverged) Type() CommandType { return CmdSetDiverged }
+
+// RestartTopics is an operator's --start of topics that are already active
+// in the mirror: every sidecar restarts the topics' FAILED partitions that
+// it drives and grants them new automatic retries (DESIGN D12, D16: start
+// accepts FAILED). It bumps each topic's RestartGen, which the sidecars
+// watch.
+type RestartTopics struct {
+	Mirror string   `json:"mirror"`
+	Topics []string `json:"topics"`
+	NowMs  int64    `json:"nowMs"`
+}
+
+// Type implements Command.
+func (RestartTopics) Type() CommandType { return CmdRestartTopics }

@@ -1,7 +1,6 @@
-package coordinator
+package raftnode
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/bbolt"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
 
 // Defaults of NodeConfig, suited to sidecars on one LAN whose hosts are
@@ -54,8 +55,8 @@ type NodeConfig struct {
 	// ID (as a decimal string).
 	ID int32
 	// BindAddr is the raft listener; AdvertiseAddr what peers dial ("" =
-	// this sidecar's address in Peers, else BindAddr). Unused when
-	// Transport is set.
+	// this sidecar's address in Peers, else BindAddr). Unused when a
+	// StreamLayer or a Transport is set.
 	BindAddr, AdvertiseAddr string
 	// DataDir holds raft/raft.db (log and stable store) and raft/snapshots.
 	DataDir string
@@ -77,24 +78,16 @@ type NodeConfig struct {
 	// Forwarder sends commands from a follower to the leader. Required
 	// when there is more than one peer.
 	Forwarder Forwarder
-	// Transport is the raft transport; nil opens a TCP transport on
-	// BindAddr. The node owns it: raft closes it on Close.
+	// StreamLayer carries the raft transport's connections; nil listens
+	// on BindAddr and dials peers with plain TCP. This is where a transport
+	// with mutual TLS and peer identities plugs in. The node owns it: raft
+	// closes it on Close. Unused when Transport is set.
+	StreamLayer raft.StreamLayer
+	// Transport is the raft transport (tests: raft's in-memory one); nil
+	// builds a network transport over StreamLayer. The node owns it.
 	Transport raft.Transport
 	// Raft timing; zero values take the Default* constants.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
-}
-
-// Forwarder sends an encoded command to the leader's admin endpoint, whose
-// handler calls Node.ApplyLocal there, and returns that Result.
-//
-// Forward must return an error matching ErrNotLeader when the remote
-// answered that it is not the leader, and one matching ErrNotDelivered when
-// the command certainly did not reach the remote (e.g. the connection could
-// not be opened): Node.Apply retries both. Any other error reaches Apply's
-// caller, because the command may have been applied. Forward should carry
-// Result.Index back, so that the follower can wait to read its own write.
-type Forwarder interface {
-	Forward(ctx context.Context, leaderAdminAddr string, command []byte) (Result, error)
 }
 
 func (c NodeConfig) withDefaults() NodeConfig {
@@ -134,7 +127,7 @@ func (c NodeConfig) validate() error {
 		return bad("ID %d is negative; it must be the broker ID of the sidecar's broker", c.ID)
 	case c.DataDir == "":
 		return bad("DataDir is empty; give the directory for the raft log and snapshots")
-	case c.Transport == nil && c.BindAddr == "":
+	case c.Transport == nil && c.StreamLayer == nil && c.BindAddr == "":
 		return bad("BindAddr is empty; give the raft listener's host:port")
 	case len(c.Peers) == 0:
 		return bad("Peers is empty; list every sidecar of the raft group, this one (ID %d) included", c.ID)
@@ -184,7 +177,7 @@ func (c NodeConfig) validate() error {
 type Node struct {
 	cfg          NodeConfig
 	log          *zap.Logger
-	fsm          *FSM
+	fsm          *fsm.FSM
 	raft         *raft.Raft
 	store        *raftboltdb.BoltStore
 	raftAddr     string
@@ -246,6 +239,13 @@ func OpenNode(cfg NodeConfig) (_ *Node, err error) {
 	}
 
 	trans := cfg.Transport
+	if trans == nil && cfg.StreamLayer != nil {
+		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: cfg.StreamLayer, MaxPool: tcpMaxPool, Timeout: tcpTimeout, Logger: hlog.Named("transport"),
+		})
+		cleanup = append(cleanup, func() { _ = nt.Close() })
+		trans = nt
+	}
 	if trans == nil {
 		adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
 		if err != nil {
@@ -287,7 +287,6 @@ func OpenNode(cfg NodeConfig) (_ *Node, err error) {
 	n := &Node{
 		cfg:         cfg,
 		log:         log,
-		fsm:         NewFSM(log.Named("fsm")),
 		store:       store,
 		raftAddr:    raftAddr,
 		opened:      time.Now(),
@@ -297,6 +296,8 @@ func OpenNode(cfg NodeConfig) (_ *Node, err error) {
 		stopCh:      make(chan struct{}),
 		appliesIdle: make(chan struct{}),
 	}
+	machine := newRaftFSM(log.Named("fsm"))
+	n.fsm = machine.fsm
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	cleanup = append(cleanup, n.bgCancel)
 
@@ -332,7 +333,7 @@ func OpenNode(cfg NodeConfig) (_ *Node, err error) {
 		log.Info("bootstrapped the raft group", zap.Int("peers", len(servers)))
 	}
 
-	r, err := raft.NewRaft(conf, n.fsm, logs, store, snaps, trans)
+	r, err := raft.NewRaft(conf, machine, logs, store, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: starting raft: %w", err)
 	}
@@ -453,7 +454,7 @@ func (n *Node) requestRegister() {
 // start and whenever it becomes the leader. Each registration is retried
 // with backoff until it succeeds or the node closes.
 func (n *Node) registerLoop() {
-	cmd, err := EncodeCommand(RegisterSidecar{ID: n.cfg.ID, RaftAddr: n.raftAddr, AdminAddr: n.cfg.AdminAddr, Version: n.cfg.Version})
+	cmd, err := fsm.EncodeCommand(fsm.RegisterSidecar{ID: n.cfg.ID, RaftAddr: n.raftAddr, AdminAddr: n.cfg.AdminAddr, Version: n.cfg.Version})
 	if err != nil {
 		n.log.Error("BUG: cannot encode RegisterSidecar", zap.Error(err))
 		return
@@ -472,7 +473,7 @@ func (n *Node) registerLoop() {
 			res, err := n.Apply(ctx, cmd)
 			cancel()
 			if err == nil {
-				err = res.Err()
+				err = ResultErr(res)
 			}
 			if err == nil {
 				n.log.Debug("registered this sidecar in the raft state", zap.String("admin-addr", n.cfg.AdminAddr))
@@ -521,7 +522,7 @@ func sleepUntil(ch <-chan struct{}, d time.Duration) bool {
 }
 
 // FSM returns the node's state machine, for reading the state.
-func (n *Node) FSM() *FSM { return n.fsm }
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
 
 // IsLeader reports whether this node is the raft leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
@@ -538,7 +539,7 @@ func (n *Node) Leader() (id int32, adminAddr string) {
 		return -1, ""
 	}
 	id = int32(v)
-	n.fsm.Read(func(s *State) {
+	n.fsm.Read(func(s *fsm.State) {
 		if sc := s.Sidecars[id]; sc != nil {
 			adminAddr = sc.AdminAddr
 		}
@@ -550,232 +551,6 @@ func (n *Node) Leader() (id int32, adminAddr string) {
 // it loses leadership. Only the newest value is kept for a slow reader. It
 // is closed by Close.
 func (n *Node) LeaderCh() <-chan bool { return n.leaderCh }
-
-// Apply applies an encoded command through raft and returns the FSM's
-// Result. On the leader it appends to the raft log; on a follower it
-// forwards the command to the leader's admin endpoint and then waits (until
-// ctx ends at most) for its own FSM to reach the command, so that the
-// caller reads its own write. When no leader is known, or the leader
-// changes under the call, it retries until ctx ends. Result carries the
-// command's own errors; the error is for failures to get it applied.
-func (n *Node) Apply(ctx context.Context, cmd []byte) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
-	backoff := 10 * time.Millisecond
-	var lastErr error
-	for {
-		if n.closing.Load() {
-			return Result{}, ErrClosed
-		}
-		var (
-			res Result
-			err error
-		)
-		if n.raft.State() == raft.Leader {
-			res, err = n.applyRaft(ctx, cmd)
-			if err == nil {
-				return res, nil
-			}
-		} else if id, addr := n.Leader(); addr != "" && id != n.cfg.ID {
-			if n.cfg.Forwarder == nil {
-				return Result{}, fmt.Errorf("coordinator: this sidecar is a follower and has no Forwarder to reach the leader (broker %d at %s)", id, addr)
-			}
-			res, err = n.cfg.Forwarder.Forward(ctx, addr, cmd)
-			if err == nil {
-				n.waitApplied(ctx, res.Index)
-				return res, nil
-			}
-			err = fmt.Errorf("coordinator: forwarding %s to the raft leader (broker %d at %s): %w", commandName(cmd), id, addr, err)
-		}
-		if err != nil {
-			if !retryable(err) {
-				return Result{}, err
-			}
-			lastErr = err
-		}
-		if !sleepCtx(ctx, backoff) {
-			if lastErr != nil {
-				return Result{}, fmt.Errorf("%w (%w)", lastErr, ctx.Err())
-			}
-			return Result{}, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
-}
-
-// ApplyCommand encodes c and applies it with Apply.
-func (n *Node) ApplyCommand(ctx context.Context, c Command) (Result, error) {
-	b, err := EncodeCommand(c)
-	if err != nil {
-		return Result{}, err
-	}
-	return n.Apply(ctx, b)
-}
-
-// ApplyLocal applies an encoded command if this node is the leader, and
-// otherwise returns a *NotLeaderError (matching ErrNotLeader) naming the
-// leader's admin address if known. The admin endpoint calls it for
-// commands forwarded by followers.
-func (n *Node) ApplyLocal(ctx context.Context, cmd []byte) (Result, error) {
-	if n.closing.Load() {
-		return Result{}, &NotLeaderError{LeaderID: -1, Closing: true}
-	}
-	if n.raft.State() == raft.Leader {
-		res, err := n.applyRaft(ctx, cmd)
-		if errors.Is(err, ErrClosed) {
-			return Result{}, &NotLeaderError{LeaderID: -1, Closing: true}
-		}
-		if err == nil || !retryable(err) {
-			return res, err
-		}
-	}
-	id, addr := n.Leader()
-	if id == n.cfg.ID { // stepping down or just elected: no better answer yet
-		id, addr = -1, ""
-	}
-	return Result{}, &NotLeaderError{LeaderID: id, LeaderAdminAddr: addr}
-}
-
-// applyRaft appends cmd to the raft log as the leader and waits for the
-// FSM's Result. raft bounds the wait: a leader that loses its quorum steps
-// down within LeaderLeaseTimeout and fails the pending commands.
-func (n *Node) applyRaft(ctx context.Context, cmd []byte) (Result, error) {
-	if !n.beginApply() {
-		return Result{}, ErrClosed
-	}
-	defer n.endApply()
-	var timeout time.Duration // 0 = no enqueue timeout
-	if dl, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(dl); timeout <= 0 {
-			return Result{}, ctx.Err()
-		}
-	}
-	f := n.raft.Apply(cmd, timeout)
-	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrRaftShutdown):
-			return Result{}, ErrClosed
-		case errors.Is(err, raft.ErrEnqueueTimeout):
-			return Result{}, fmt.Errorf("coordinator: applying %s: %w (%w)", commandName(cmd), err, context.DeadlineExceeded)
-		case errors.Is(err, raft.ErrLeadershipLost):
-			return n.resolveLost(ctx, f.Index(), cmd)
-		}
-		return Result{}, fmt.Errorf("coordinator: applying %s: %w", commandName(cmd), err)
-	}
-	res, ok := f.Response().(Result)
-	if !ok {
-		return Result{}, fmt.Errorf("coordinator: BUG: the FSM answered %T instead of a Result", f.Response())
-	}
-	return res, nil
-}
-
-// resolveLost finds out what became of a command this node appended as
-// leader and lost leadership before it committed (raft.ErrLeadershipLost):
-// the new leader either kept the entry, and it gets applied, or replaced
-// it. resolveLost waits until this node applied up to the entry's index,
-// then compares the entry there with the command: the same command gives
-// its FSM Result; another entry means the command was dropped and returns
-// an error matching ErrNotLeader, so that it is sent again. It returns an
-// error when it cannot tell before ctx ends or the node closes.
-func (n *Node) resolveLost(ctx context.Context, index uint64, cmd []byte) (Result, error) {
-	name := commandName(cmd)
-	unknown := func(why error) (Result, error) {
-		return Result{}, fmt.Errorf("coordinator: applying %s: %w, and whether it was applied is unknown (%w); check the state before retrying",
-			name, raft.ErrLeadershipLost, why)
-	}
-	if index == 0 {
-		return unknown(errors.New("no log index"))
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for n.raft.AppliedIndex() < index {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return unknown(ctx.Err())
-		case <-n.bgCtx.Done():
-			return unknown(ErrClosed)
-		}
-	}
-	var entry raft.Log
-	if err := n.store.GetLog(index, &entry); err != nil {
-		return unknown(err)
-	}
-	if entry.Type != raft.LogCommand || !bytes.Equal(entry.Data, cmd) {
-		return Result{}, fmt.Errorf("coordinator: %s was dropped when raft leadership moved: %w", name, ErrNotLeader)
-	}
-	for {
-		ch := n.fsm.Watch()
-		if res, ok := n.fsm.resultAt(index); ok {
-			n.log.Debug("command committed although leadership was lost", zap.String("command", name), zap.Uint64("index", index))
-			return res, nil
-		}
-		if n.fsm.Index() >= index {
-			return Result{}, fmt.Errorf("coordinator: %s was applied at index %d after raft leadership moved, but its result is no longer known; check the state",
-				name, index)
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return unknown(ctx.Err())
-		case <-n.bgCtx.Done():
-			return unknown(ErrClosed)
-		}
-	}
-}
-
-// beginApply counts a raft apply in, unless Close began.
-func (n *Node) beginApply() bool {
-	n.appliesMu.Lock()
-	defer n.appliesMu.Unlock()
-	if n.closing.Load() {
-		return false
-	}
-	n.applies++
-	return true
-}
-
-func (n *Node) endApply() {
-	n.appliesMu.Lock()
-	defer n.appliesMu.Unlock()
-	n.applies--
-	if n.applies == 0 && n.closing.Load() {
-		close(n.appliesIdle)
-	}
-}
-
-// retryable reports whether err means the command was certainly not
-// applied, so that Apply may send it again.
-func retryable(err error) bool {
-	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNotDelivered) ||
-		errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
-}
-
-func commandName(cmd []byte) string {
-	if len(cmd) == 0 {
-		return "an empty command"
-	}
-	return CommandType(cmd[0]).String()
-}
-
-// waitApplied waits until the FSM applied index, ctx ends or the node
-// closes. Index 0 (a Forwarder that does not carry it) returns at once.
-func (n *Node) waitApplied(ctx context.Context, index uint64) {
-	for {
-		ch := n.fsm.Watch()
-		if n.fsm.Index() >= index {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		case <-n.stopCh:
-			return
-		}
-	}
-}
 
 // Close leaves the group gracefully: it refuses new commands, hands
 // leadership to another member if this node leads (best effort, bounded by

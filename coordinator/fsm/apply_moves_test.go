@@ -1,28 +1,24 @@
-package coordinator
+package fsm_test
 
 import (
 	"bytes"
 	"errors"
-	"io"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/raft"
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
 )
 
-func record(topic string, p int32, replicas ...int32) RecordReplicaOrder {
-	return RecordReplicaOrder{Partitions: []ReplicaOrder{{Topic: topic, Partition: p, Replicas: replicas}}}
-}
-
-func clearOrder(topic string, p int32) ClearReplicaOrder {
-	return ClearReplicaOrder{Partitions: []TopicPartition{{Topic: topic, Partition: p}}}
+func clearOrder(topic string, p int32) fsm.ClearReplicaOrder {
+	return fsm.ClearReplicaOrder{Partitions: []fsm.TopicPartition{{Topic: topic, Partition: p}}}
 }
 
 // wantMoved checks the whole MovedPartitions map.
-func wantMoved(want map[string]map[int32][]int32) func(t *testing.T, _, s *State) {
-	return func(t *testing.T, _, s *State) {
+func wantMoved(want map[string]map[int32][]int32) func(t *testing.T, _, s *fsm.State) {
+	return func(t *testing.T, _, s *fsm.State) {
 		t.Helper()
 		if !reflect.DeepEqual(s.MovedPartitions, want) {
 			t.Fatalf("moved partitions = %v, want %v", s.MovedPartitions, want)
@@ -31,53 +27,53 @@ func wantMoved(want map[string]map[int32][]int32) func(t *testing.T, _, s *State
 }
 
 func TestApplyRecordReplicaOrder(t *testing.T) {
-	two := RecordReplicaOrder{Partitions: []ReplicaOrder{
+	two := fsm.RecordReplicaOrder{Partitions: []fsm.ReplicaOrder{
 		{Topic: "a", Partition: 0, Replicas: []int32{2, 1, 3}},
 		{Topic: "b", Partition: 5, Replicas: []int32{1, 2}},
 	}}
 	runApplyCases(t, []applyCase{
 		{name: "records", cmd: two, check: wantMoved(map[string]map[int32][]int32{"a": {0: {2, 1, 3}}, "b": {5: {1, 2}}})},
-		{name: "adds to a topic", setup: []Command{record("a", 0, 2, 1, 3)}, cmd: record("a", 1, 3, 2, 1),
+		{name: "adds to a topic", setup: []fsm.Command{fsmtest.RecordOrder("a", 0, 2, 1, 3)}, cmd: fsmtest.RecordOrder("a", 1, 3, 2, 1),
 			check: wantMoved(map[string]map[int32][]int32{"a": {0: {2, 1, 3}, 1: {3, 2, 1}}})},
-		{name: "same order again is a no-op", setup: []Command{record("a", 0, 2, 1, 3)}, cmd: record("a", 0, 2, 1, 3),
+		{name: "same order again is a no-op", setup: []fsm.Command{fsmtest.RecordOrder("a", 0, 2, 1, 3)}, cmd: fsmtest.RecordOrder("a", 0, 2, 1, 3),
 			check: wantMoved(map[string]map[int32][]int32{"a": {0: {2, 1, 3}}})},
-		{name: "the first order recorded stays", setup: []Command{record("a", 0, 2, 1, 3)}, cmd: record("a", 0, 1, 2, 3),
+		{name: "the first order recorded stays", setup: []fsm.Command{fsmtest.RecordOrder("a", 0, 2, 1, 3)}, cmd: fsmtest.RecordOrder("a", 0, 1, 2, 3),
 			code: invalidRequest, msg: "already recorded as [2 1 3], not [1 2 3]"},
-		{name: "paused and stopped topics", cmd: RecordReplicaOrder{Partitions: []ReplicaOrder{
+		{name: "paused and stopped topics", cmd: fsm.RecordReplicaOrder{Partitions: []fsm.ReplicaOrder{
 			{Topic: "p", Partition: 0, Replicas: []int32{1}}, {Topic: "s", Partition: 1, Replicas: []int32{1, 2}}}}},
-		{name: "unknown topic", cmd: record("nope", 0, 1, 2), code: unknownTopicCode, msg: "nope is not a mirror topic"},
-		{name: "one bad entry fails all", cmd: RecordReplicaOrder{Partitions: []ReplicaOrder{
+		{name: "unknown topic", cmd: fsmtest.RecordOrder("nope", 0, 1, 2), code: unknownTopicCode, msg: "nope is not a mirror topic"},
+		{name: "one bad entry fails all", cmd: fsm.RecordReplicaOrder{Partitions: []fsm.ReplicaOrder{
 			{Topic: "a", Partition: 0, Replicas: []int32{2, 1}}, {Topic: "a", Partition: 1, Replicas: []int32{2, 2}}}},
 			code: invalidRequest, msg: "holds broker 2 twice"},
-		{name: "no partition", cmd: RecordReplicaOrder{}, code: invalidRequest, msg: "names no partition"},
-		{name: "listed twice", cmd: RecordReplicaOrder{Partitions: []ReplicaOrder{
+		{name: "no partition", cmd: fsm.RecordReplicaOrder{}, code: invalidRequest, msg: "names no partition"},
+		{name: "listed twice", cmd: fsm.RecordReplicaOrder{Partitions: []fsm.ReplicaOrder{
 			{Topic: "a", Partition: 0, Replicas: []int32{2, 1}}, {Topic: "a", Partition: 0, Replicas: []int32{2, 1}}}},
 			code: invalidRequest, msg: "a-0 is listed twice"},
-		{name: "negative partition", cmd: record("a", -1, 1), code: invalidRequest, msg: "partition -1 of topic a is negative"},
-		{name: "no replicas", cmd: record("a", 0), code: invalidRequest, msg: "replica order of a-0 is empty"},
-		{name: "negative broker", cmd: record("a", 0, 1, -2), code: invalidRequest, msg: "negative broker ID -2"},
-		{name: "bad topic name", cmd: record("a b", 0, 1), code: invalidRequest, msg: "illegal character"},
+		{name: "negative partition", cmd: fsmtest.RecordOrder("a", -1, 1), code: invalidRequest, msg: "partition -1 of topic a is negative"},
+		{name: "no replicas", cmd: fsmtest.RecordOrder("a", 0), code: invalidRequest, msg: "replica order of a-0 is empty"},
+		{name: "negative broker", cmd: fsmtest.RecordOrder("a", 0, 1, -2), code: invalidRequest, msg: "negative broker ID -2"},
+		{name: "bad topic name", cmd: fsmtest.RecordOrder("a b", 0, 1), code: invalidRequest, msg: "illegal character"},
 	})
 }
 
 func TestApplyClearReplicaOrder(t *testing.T) {
-	both := []Command{record("a", 0, 2, 1, 3), record("a", 1, 3, 1, 2)}
-	deleteM1 := []Command{record("s", 0, 2, 1), SetTopicStatus{Mirror: "m1", Topics: []string{"a", "p"}, Status: TopicStopped}, DeleteMirror{Name: "m1"}}
+	both := []fsm.Command{fsmtest.RecordOrder("a", 0, 2, 1, 3), fsmtest.RecordOrder("a", 1, 3, 1, 2)}
+	deleteM1 := []fsm.Command{fsmtest.RecordOrder("s", 0, 2, 1), fsm.SetTopicStatus{Mirror: "m1", Topics: []string{"a", "p"}, Status: fsm.TopicStopped}, fsm.DeleteMirror{Name: "m1"}}
 	runApplyCases(t, []applyCase{
 		{name: "clears one", setup: both, cmd: clearOrder("a", 0),
 			check: wantMoved(map[string]map[int32][]int32{"a": {1: {3, 1, 2}}})},
-		{name: "clears the last", setup: both, cmd: ClearReplicaOrder{Partitions: []TopicPartition{{"a", 0}, {"a", 1}}},
+		{name: "clears the last", setup: both, cmd: fsm.ClearReplicaOrder{Partitions: []fsm.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "a", Partition: 1}}},
 			check: wantMoved(nil)},
 		{name: "nothing recorded is a no-op", cmd: clearOrder("a", 0), check: wantMoved(nil)},
 		{name: "a record outlives its topic", setup: deleteM1, cmd: clearOrder("s", 1),
-			check: func(t *testing.T, _, s *State) {
+			check: func(t *testing.T, _, s *fsm.State) {
 				if s.Topics["s"] != nil {
 					t.Fatal("topic s was not deleted")
 				}
 				wantMoved(map[string]map[int32][]int32{"s": {0: {2, 1}}})(t, nil, s)
 			}},
 		{name: "deleted topic", setup: deleteM1, cmd: clearOrder("s", 0), check: wantMoved(nil)},
-		{name: "no partition", cmd: ClearReplicaOrder{}, code: invalidRequest, msg: "names no partition"},
+		{name: "no partition", cmd: fsm.ClearReplicaOrder{}, code: invalidRequest, msg: "names no partition"},
 		{name: "negative partition", setup: both, cmd: clearOrder("a", -1), code: invalidRequest, msg: "negative"},
 		{name: "bad topic name", setup: both, cmd: clearOrder("", 0), code: invalidRequest, msg: "topic name is empty"},
 	})
@@ -98,13 +94,13 @@ func TestStateValidateMovedPartitions(t *testing.T) {
 		{"bad name", map[string]map[int32][]int32{"..": {0: {1}}}, "not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := fixtureState(t)
+			s := fsmtest.State(t)
 			s.MovedPartitions = tc.moved
 			err := s.Validate()
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("Validate = %v", err)
-			case tc.want != "" && (!errors.Is(err, ErrInvalidState) || !strings.Contains(err.Error(), tc.want)):
+			case tc.want != "" && (!errors.Is(err, fsm.ErrInvalidState) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("Validate = %v, want ErrInvalidState containing %q", err, tc.want)
 			}
 		})
@@ -112,30 +108,30 @@ func TestStateValidateMovedPartitions(t *testing.T) {
 }
 
 func TestCloneMovedPartitions(t *testing.T) {
-	s := fixtureState(t)
-	mustApply(t, s, record("a", 0, 2, 1, 3))
+	s := fsmtest.State(t)
+	fsmtest.MustApply(t, s, fsmtest.RecordOrder("a", 0, 2, 1, 3))
 	c := s.Clone()
 	c.MovedPartitions["a"][0][0] = 9
 	c.MovedPartitions["a"][1] = []int32{1}
 	if got, _ := s.MovedReplicas("a", 0); !slices.Equal(got, []int32{2, 1, 3}) || len(s.MovedPartitions["a"]) != 1 {
 		t.Fatalf("the clone shares memory: %v", s.MovedPartitions)
 	}
-	if NewState().Clone().MovedPartitions != nil {
+	if fsm.NewState().Clone().MovedPartitions != nil {
 		t.Fatal("the clone of an empty state has moved partitions")
 	}
 }
 
 func TestSnapshotMovedPartitions(t *testing.T) {
 	src := fixtureFSM(t)
-	n := uint64(len(fixtureCommands()))
-	for i, c := range []Command{record("a", 0, 2, 1, 3), record("b", 4, 3, 2), record("a", 2, 1, 3)} {
-		if res := src.Apply(&raft.Log{Index: n + uint64(i) + 1, Data: mustEncode(t, c)}).(Result); res.Err() != nil {
-			t.Fatal(res.Err())
+	n := uint64(len(fsmtest.Commands()))
+	for i, c := range []fsm.Command{fsmtest.RecordOrder("a", 0, 2, 1, 3), fsmtest.RecordOrder("b", 4, 3, 2), fsmtest.RecordOrder("a", 2, 1, 3)} {
+		if res := src.Apply(n+uint64(i)+1, fsmtest.MustEncode(t, c)); res.ErrorCode != 0 {
+			t.Fatal(res.ErrorMessage)
 		}
 	}
 	data := snapshotBytes(t, src)
-	dst := NewFSM(nil)
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+	dst := fsm.New(nil)
+	if _, err := dst.Restore(bytes.NewReader(data)); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	want := map[string]map[int32][]int32{"a": {0: {2, 1, 3}, 2: {1, 3}}, "b": {4: {3, 2}}}
@@ -149,7 +145,7 @@ func TestSnapshotMovedPartitions(t *testing.T) {
 	if strings.Contains(plain, "movedPartitions") {
 		t.Fatalf("a snapshot without moves names the field: %s", plain)
 	}
-	if err := dst.Restore(io.NopCloser(strings.NewReader(plain))); err != nil {
+	if _, err := dst.Restore(strings.NewReader(plain)); err != nil {
 		t.Fatal(err)
 	}
 	if readState(dst).MovedPartitions != nil {
@@ -160,7 +156,7 @@ func TestSnapshotMovedPartitions(t *testing.T) {
 	if bad == string(data) {
 		t.Fatalf("test setup: the snapshot does not hold the expected text: %s", data)
 	}
-	if err := dst.Restore(io.NopCloser(strings.NewReader(bad))); !errors.Is(err, ErrInvalidSnapshot) || !strings.Contains(err.Error(), "twice") {
+	if _, err := dst.Restore(strings.NewReader(bad)); !errors.Is(err, fsm.ErrInvalidSnapshot) || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("Restore of a snapshot with a bad replica order = %v, want ErrInvalidSnapshot", err)
 	}
 }

@@ -1,92 +1,75 @@
-package coordinator
+package fsm_test
 
 import (
 	"bytes"
 	"errors"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
 )
-
-// memSink is a raft.SnapshotSink in memory.
-type memSink struct {
-	bytes.Buffer
-	closed, canceled bool
-}
-
-func (s *memSink) ID() string    { return "mem" }
-func (s *memSink) Cancel() error { s.canceled = true; return nil }
-func (s *memSink) Close() error  { s.closed = true; return nil }
 
 // fixtureFSM returns an FSM that applied the fixture commands at indexes
 // 1..n through raft.Log, as raft would.
-func fixtureFSM(t *testing.T) *FSM {
+func fixtureFSM(t *testing.T) *fsm.FSM {
 	t.Helper()
-	f := NewFSM(nil)
-	for i, c := range fixtureCommands() {
-		res, ok := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: mustEncode(t, c)}).(Result)
-		if !ok || res.Err() != nil || res.Index != uint64(i+1) {
+	f := fsm.New(nil)
+	for i, c := range fsmtest.Commands() {
+		res := f.Apply(uint64(i+1), fsmtest.MustEncode(t, c))
+		if res.ErrorCode != 0 || res.Index != uint64(i+1) {
 			t.Fatalf("apply %T: %+v", c, res)
 		}
 	}
 	return f
 }
 
-func snapshotBytes(t *testing.T, f *FSM) []byte {
+func snapshotBytes(t *testing.T, f *fsm.FSM) []byte {
 	t.Helper()
-	snap, err := f.Snapshot()
-	if err != nil {
+	var buf bytes.Buffer
+	if _, err := f.Snapshot().WriteTo(&buf); err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	defer snap.Release()
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatalf("Persist: %v", err)
-	}
-	if !sink.closed || sink.canceled {
-		t.Fatalf("sink closed=%v canceled=%v", sink.closed, sink.canceled)
-	}
-	return sink.Bytes()
+	return buf.Bytes()
 }
 
-func readState(f *FSM) *State {
-	var s *State
-	f.Read(func(st *State) { s = st.Clone() })
+func readState(f *fsm.FSM) *fsm.State {
+	var s *fsm.State
+	f.Read(func(st *fsm.State) { s = st.Clone() })
 	return s
 }
 
 func TestFSMApplyResult(t *testing.T) {
 	f := fixtureFSM(t)
-	res := f.Apply(&raft.Log{Index: 42, Data: mustEncode(t, CreateMirror{Name: "m1", Config: bootstrapConfig()})}).(Result)
+	res := f.Apply(42, fsmtest.MustEncode(t, fsm.CreateMirror{Name: "m1", Config: fsmtest.BootstrapConfig()}))
 	if res.ErrorCode != kerr.InvalidRequest.Code || res.Index != 42 || f.Index() != 42 {
 		t.Fatalf("result %+v, FSM index %d; want InvalidRequest at index 42", res, f.Index())
 	}
-	res = f.Apply(&raft.Log{Index: 43, Data: []byte{0xFF}}).(Result)
+	res = f.Apply(43, []byte{0xFF})
 	if res.ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("garbage: %+v", res)
 	}
 }
 
 func TestFSMWatch(t *testing.T) {
-	f := NewFSM(nil)
+	f := fsm.New(nil)
 	ch := f.Watch()
 	select {
 	case <-ch:
 		t.Fatal("watch channel closed before any apply")
 	default:
 	}
-	f.Apply(&raft.Log{Index: 1, Data: mustEncode(t, RegisterSidecar{ID: 1, RaftAddr: "x:1"})})
+	f.Apply(1, fsmtest.MustEncode(t, fsm.RegisterSidecar{ID: 1, RaftAddr: "x:1"}))
 	select {
 	case <-ch:
 	default:
 		t.Fatal("watch channel not closed by apply")
 	}
 	ch = f.Watch()
-	if err := f.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, fixtureFSM(t))))); err != nil {
+	if _, err := f.Restore(bytes.NewReader(snapshotBytes(t, fixtureFSM(t)))); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -100,9 +83,9 @@ func TestSnapshotRestore(t *testing.T) {
 	src := fixtureFSM(t)
 	data := snapshotBytes(t, src)
 
-	dst := NewFSM(nil)
-	dst.Apply(&raft.Log{Index: 1, Data: mustEncode(t, CreateMirror{Name: "other", Config: bootstrapConfig()})})
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+	dst := fsm.New(nil)
+	dst.Apply(1, fsmtest.MustEncode(t, fsm.CreateMirror{Name: "other", Config: fsmtest.BootstrapConfig()}))
+	if _, err := dst.Restore(bytes.NewReader(data)); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	if got, want := readState(dst), readState(src); !reflect.DeepEqual(got, want) {
@@ -112,9 +95,9 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatalf("index = %d, want %d", dst.Index(), src.Index())
 	}
 	// The snapshot is a copy: applying to the source does not change it.
-	src.Apply(&raft.Log{Index: 100, Data: mustEncode(t, DeleteMirror{Name: "m2"})})
-	again := NewFSM(nil)
-	if err := again.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+	src.Apply(100, fsmtest.MustEncode(t, fsm.DeleteMirror{Name: "m2"}))
+	again := fsm.New(nil)
+	if _, err := again.Restore(bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	if readState(again).Mirrors["m2"] == nil {
@@ -142,8 +125,8 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := fixtureFSM(t)
 			before, index := readState(f), f.Index()
-			err := f.Restore(io.NopCloser(strings.NewReader(tc.in)))
-			if !errors.Is(err, ErrInvalidSnapshot) || !strings.Contains(err.Error(), tc.want) {
+			_, err := f.Restore(strings.NewReader(tc.in))
+			if !errors.Is(err, fsm.ErrInvalidSnapshot) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Restore = %v, want ErrInvalidSnapshot containing %q", err, tc.want)
 			}
 			if !reflect.DeepEqual(readState(f), before) || f.Index() != index {

@@ -1,12 +1,10 @@
-package coordinator
+package fsm
 
 import (
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // This file holds the validation and application of every command. Rules:
@@ -24,10 +22,10 @@ import (
 func applyCommand(s *State, b []byte) Result {
 	c, err := DecodeCommand(b)
 	if err != nil {
-		code := kerr.InvalidRequest
+		code := codeInvalidRequest
 		if len(b) >= 1 {
 			if _, known := codecs[CommandType(b[0])]; !known || isUnknownVersion(b) {
-				code = kerr.UnsupportedVersion
+				code = codeUnsupportedVersion
 			}
 		}
 		return fail(code, "%v", err)
@@ -44,7 +42,7 @@ func isUnknownVersion(b []byte) bool {
 }
 
 func unknownMirror(name string) Result {
-	return fail(kerr.ResourceNotFound, "mirror %q does not exist; list the mirrors with kafka-cluster-mirrors --list", name)
+	return fail(codeResourceNotFound, "mirror %q does not exist; list the mirrors with kafka-cluster-mirrors --list", name)
 }
 
 // checkPatterns rejects empty patterns. Whether a pattern compiles is
@@ -52,7 +50,7 @@ func unknownMirror(name string) Result {
 func checkPatterns(kind string, ps []string) (Result, bool) {
 	for i, p := range ps {
 		if strings.TrimSpace(p) == "" {
-			return fail(kerr.InvalidRequest, "%s pattern #%d is empty; give a topic name or a regular expression", kind, i+1), false
+			return fail(codeInvalidRequest, "%s pattern #%d is empty; give a topic name or a regular expression", kind, i+1), false
 		}
 	}
 	return Result{}, true
@@ -62,15 +60,15 @@ func checkPatterns(kind string, ps []string) (Result, bool) {
 func checkConfigKey(k string) (Result, bool) {
 	switch k {
 	case "":
-		return fail(kerr.InvalidConfig, "a mirror config key is empty; remove the entry"), false
+		return fail(codeInvalidConfig, "a mirror config key is empty; remove the entry"), false
 	case IncludeKey, ExcludeKey:
-		return fail(kerr.InvalidConfig, "config key %s cannot be set directly; topic patterns are added with --start (--topics, --exclude) and moved to the exclude list with --stop", k), false
+		return fail(codeInvalidConfig, "config key %s cannot be set directly; topic patterns are added with --start (--topics, --exclude) and moved to the exclude list with --stop", k), false
 	}
 	return Result{}, true
 }
 
 func missingBootstrap(mirror string) Result {
-	return fail(kerr.InvalidConfig, "mirror %q needs %s: the source cluster's bootstrap servers, e.g. host1:9092,host2:9092", mirror, BootstrapServersKey)
+	return fail(codeInvalidConfig, "mirror %q needs %s: the source cluster's bootstrap servers, e.g. host1:9092,host2:9092", mirror, BootstrapServersKey)
 }
 
 // appendUnique appends the entries of add that list does not hold yet, in
@@ -104,10 +102,10 @@ func listSome(names []string, max int) string {
 
 func (c CreateMirror) apply(s *State) Result {
 	if p := mirrorNameProblem(c.Name); p != "" {
-		return fail(kerr.InvalidRequest, "%s", p)
+		return fail(codeInvalidRequest, "%s", p)
 	}
 	if s.Mirrors[c.Name] != nil {
-		return fail(kerr.InvalidRequest, "mirror %s already exists; choose another name, or delete it first with kafka-cluster-mirrors --delete --mirror %s", c.Name, c.Name)
+		return fail(codeInvalidRequest, "mirror %s already exists; choose another name, or delete it first with kafka-cluster-mirrors --delete --mirror %s", c.Name, c.Name)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Config)) {
 		if r, ok := checkConfigKey(k); !ok {
@@ -147,7 +145,7 @@ func (c DeleteMirror) apply(s *State) Result {
 		}
 	}
 	if len(busy) > 0 {
-		return fail(kerr.InvalidRequest, "mirror %s still has %d topic(s) that are not stopped (%s); stop them first with kafka-cluster-mirrors --stop --mirror %s --topics <topics>",
+		return fail(codeInvalidRequest, "mirror %s still has %d topic(s) that are not stopped (%s); stop them first with kafka-cluster-mirrors --stop --mirror %s --topics <topics>",
 			c.Name, len(busy), listSome(busy, 10), c.Name)
 	}
 	for _, t := range topics {
@@ -167,7 +165,7 @@ func (c AlterMirrorConfig) apply(s *State) Result {
 			return r
 		}
 		if slices.Contains(c.Delete, k) {
-			return fail(kerr.InvalidRequest, "config key %s is both set and deleted in one request; do one or the other", k)
+			return fail(codeInvalidRequest, "config key %s is both set and deleted in one request; do one or the other", k)
 		}
 	}
 	for _, k := range c.Delete {
@@ -175,7 +173,7 @@ func (c AlterMirrorConfig) apply(s *State) Result {
 			return r
 		}
 		if k == BootstrapServersKey {
-			return fail(kerr.InvalidConfig, "%s of mirror %s cannot be deleted; set a new value instead", BootstrapServersKey, c.Name)
+			return fail(codeInvalidConfig, "%s of mirror %s cannot be deleted; set a new value instead", BootstrapServersKey, c.Name)
 		}
 	}
 	if v, ok := c.Set[BootstrapServersKey]; ok && strings.TrimSpace(v) == "" {
@@ -186,8 +184,8 @@ func (c AlterMirrorConfig) apply(s *State) Result {
 		cfg = map[string]string{}
 	}
 	if _, set := c.Set[OffsetsKey]; (set || slices.Contains(c.Delete, OffsetsKey)) && len(s.TopicsOf(c.Name)) > 0 {
-		if v := c.Set[OffsetsKey]; !set || v != mirrorSetting(m, OffsetsKey) {
-			return fail(kerr.InvalidConfig, "%s of mirror %s cannot change once it has topics: the destination offsets of its topics follow it; "+
+		if v := c.Set[OffsetsKey]; !set || v != m.offsets() {
+			return fail(codeInvalidConfig, "%s of mirror %s cannot change once it has topics: the destination offsets of its topics follow it; "+
 				"create a new mirror for another mode", OffsetsKey, c.Name)
 		}
 	}
@@ -206,10 +204,10 @@ func (c SetSourceClusterID) apply(s *State) Result {
 		return unknownMirror(c.Name)
 	}
 	if strings.TrimSpace(c.ClusterID) == "" {
-		return fail(kerr.InvalidRequest, "the source cluster ID for mirror %s is empty; the source cluster did not report one", c.Name)
+		return fail(codeInvalidRequest, "the source cluster ID for mirror %s is empty; the source cluster did not report one", c.Name)
 	}
 	if m.SourceClusterID != "" && m.SourceClusterID != c.ClusterID {
-		return fail(kerr.InconsistentClusterID, "mirror %s mirrors source cluster %s, but its bootstrap servers now lead to cluster %s; fix %s, or if the source was replaced on purpose, stop the mirror's topics and recreate the mirror",
+		return fail(codeInconsistentClusterID, "mirror %s mirrors source cluster %s, but its bootstrap servers now lead to cluster %s; fix %s, or if the source was replaced on purpose, stop the mirror's topics and recreate the mirror",
 			c.Name, m.SourceClusterID, c.ClusterID, BootstrapServersKey)
 	}
 	m.SourceClusterID = c.ClusterID
@@ -265,28 +263,28 @@ func (c StartTopics) apply(s *State) Result {
 
 func (c StartTopics) checkTopic(s *State, t StartTopic, listed int) TopicResult {
 	if p := nameProblem("topic", t.Name); p != "" {
-		return topicFail(t.Name, kerr.InvalidTopicException, "%s", p)
+		return topicFail(t.Name, codeInvalidTopic, "%s", p)
 	}
 	if listed > 1 {
-		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is listed %d times in the request; list it once", t.Name, listed)
+		return topicFail(t.Name, codeInvalidRequest, "topic %s is listed %d times in the request; list it once", t.Name, listed)
 	}
 	if t.Partitions < 1 {
-		return topicFail(t.Name, kerr.InvalidPartitions, "topic %s has the partition count %d; it must be the source topic's partition count, at least 1", t.Name, t.Partitions)
+		return topicFail(t.Name, codeInvalidPartitions, "topic %s has the partition count %d; it must be the source topic's partition count, at least 1", t.Name, t.Partitions)
 	}
 	if msg := checkDivergences(t.Diverged, t.Partitions); msg != "" {
-		return topicFail(t.Name, kerr.InvalidRequest, "topic %s: %s", t.Name, msg)
+		return topicFail(t.Name, codeInvalidRequest, "topic %s: %s", t.Name, msg)
 	}
 	old := s.Topics[t.Name]
 	switch {
 	case old == nil || old.Status == TopicStopped:
 		return TopicResult{Name: t.Name}
 	case old.Mirror != c.Mirror:
-		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is already %s in mirror %s; a topic belongs to one mirror at a time: stop it there first (kafka-cluster-mirrors --stop --mirror %s --topics %s)",
+		return topicFail(t.Name, codeInvalidRequest, "topic %s is already %s in mirror %s; a topic belongs to one mirror at a time: stop it there first (kafka-cluster-mirrors --stop --mirror %s --topics %s)",
 			t.Name, old.Status, old.Mirror, old.Mirror, t.Name)
 	case old.Status == TopicPaused:
-		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is paused in mirror %s; resume it with kafka-cluster-mirrors --resume instead of starting it", t.Name, c.Mirror)
+		return topicFail(t.Name, codeInvalidRequest, "topic %s is paused in mirror %s; resume it with kafka-cluster-mirrors --resume instead of starting it", t.Name, c.Mirror)
 	default:
-		return topicFail(t.Name, kerr.InvalidRequest, "topic %s is already mirrored by mirror %s; nothing to start", t.Name, c.Mirror)
+		return topicFail(t.Name, codeInvalidRequest, "topic %s is already mirrored by mirror %s; nothing to start", t.Name, c.Mirror)
 	}
 }
 
@@ -296,7 +294,7 @@ func (c SetTopicStatus) apply(s *State) Result {
 		return unknownMirror(c.Mirror)
 	}
 	if !c.Status.Valid() {
-		return fail(kerr.InvalidRequest, "%d is not a topic status; use %d (resume), %d (pause) or %d (stop)", c.Status, TopicActive, TopicPaused, TopicStopped)
+		return fail(codeInvalidRequest, "%d is not a topic status; use %d (resume), %d (pause) or %d (stop)", c.Status, TopicActive, TopicPaused, TopicStopped)
 	}
 	if r, ok := checkPatterns("exclude", c.AddExclude); !ok {
 		return r
@@ -326,37 +324,37 @@ func (c SetTopicStatus) checkTopic(s *State, name string, listed int) TopicResul
 	t := s.Topics[name]
 	switch {
 	case listed > 1:
-		return topicFail(name, kerr.InvalidRequest, "topic %s is listed %d times in the request; list it once", name, listed)
+		return topicFail(name, codeInvalidRequest, "topic %s is listed %d times in the request; list it once", name, listed)
 	case t == nil:
-		return topicFail(name, kerr.UnknownTopicOrPartition, "topic %s is not a mirror topic; list the topics of mirror %s with kafka-cluster-mirrors --describe --mirror %s", name, c.Mirror, c.Mirror)
+		return topicFail(name, codeUnknownTopicOrPartition, "topic %s is not a mirror topic; list the topics of mirror %s with kafka-cluster-mirrors --describe --mirror %s", name, c.Mirror, c.Mirror)
 	case t.Mirror != c.Mirror:
-		return topicFail(name, kerr.InvalidRequest, "topic %s belongs to mirror %s, not to mirror %s; give --mirror %s", name, t.Mirror, c.Mirror, t.Mirror)
+		return topicFail(name, codeInvalidRequest, "topic %s belongs to mirror %s, not to mirror %s; give --mirror %s", name, t.Mirror, c.Mirror, t.Mirror)
 	}
 	switch c.Status {
 	case TopicStopped:
 		if t.Status == TopicStopped {
-			return topicFail(name, kerr.InvalidRequest, "topic %s is already stopped; nothing to do", name)
+			return topicFail(name, codeInvalidRequest, "topic %s is already stopped; nothing to do", name)
 		}
 	case TopicPaused:
 		switch t.Status {
 		case TopicPaused:
-			return topicFail(name, kerr.InvalidRequest, "topic %s is already paused; resume it with --resume", name)
+			return topicFail(name, codeInvalidRequest, "topic %s is already paused; resume it with --resume", name)
 		case TopicStopped:
-			return topicFail(name, kerr.InvalidRequest, "topic %s is stopped and cannot be paused; start it again with --start", name)
+			return topicFail(name, codeInvalidRequest, "topic %s is stopped and cannot be paused; start it again with --start", name)
 		}
 	case TopicActive:
 		switch t.Status {
 		case TopicActive:
-			return topicFail(name, kerr.InvalidRequest, "topic %s is not paused (it is active); only paused topics can be resumed", name)
+			return topicFail(name, codeInvalidRequest, "topic %s is not paused (it is active); only paused topics can be resumed", name)
 		case TopicStopped:
-			return topicFail(name, kerr.InvalidRequest, "topic %s is stopped and cannot be resumed; start it again with --start", name)
+			return topicFail(name, codeInvalidRequest, "topic %s is stopped and cannot be resumed; start it again with --start", name)
 		}
 	}
 	return TopicResult{Name: name}
 }
 
 func unknownTopic(name string) Result {
-	return fail(kerr.UnknownTopicOrPartition, "topic %s is not a mirror topic", name)
+	return fail(codeUnknownTopicOrPartition, "topic %s is not a mirror topic", name)
 }
 
 func (c RecordACLs) apply(s *State) Result {
@@ -366,7 +364,7 @@ func (c RecordACLs) apply(s *State) Result {
 	}
 	for i, a := range c.ACLs {
 		if a.ResourceName == "" || a.Principal == "" {
-			return fail(kerr.InvalidRequest, "ACL #%d for topic %s has no resource name or principal", i+1, c.Topic)
+			return fail(codeInvalidRequest, "ACL #%d for topic %s has no resource name or principal", i+1, c.Topic)
 		}
 	}
 	t.OwnedACLs = slices.Clone(c.ACLs)
@@ -384,10 +382,10 @@ func (c SetUnprotected) apply(s *State) Result {
 
 func (c RegisterSidecar) apply(s *State) Result {
 	if c.ID < 0 {
-		return fail(kerr.InvalidRequest, "sidecar ID %d is negative; it is the broker ID of the sidecar's broker", c.ID)
+		return fail(codeInvalidRequest, "sidecar ID %d is negative; it is the broker ID of the sidecar's broker", c.ID)
 	}
 	if strings.TrimSpace(c.RaftAddr) == "" {
-		return fail(kerr.InvalidRequest, "sidecar %d registered no raft address", c.ID)
+		return fail(codeInvalidRequest, "sidecar %d registered no raft address", c.ID)
 	}
 	s.Sidecars[c.ID] = &SidecarInfo{ID: c.ID, RaftAddr: c.RaftAddr, AdminAddr: c.AdminAddr, Version: c.Version}
 	return Result{}
@@ -395,22 +393,22 @@ func (c RegisterSidecar) apply(s *State) Result {
 
 func (c RecordReplicaOrder) apply(s *State) Result {
 	if len(c.Partitions) == 0 {
-		return fail(kerr.InvalidRequest, "RecordReplicaOrder names no partition")
+		return fail(codeInvalidRequest, "RecordReplicaOrder names no partition")
 	}
 	seen := map[TopicPartition]bool{}
 	var add []ReplicaOrder
 	for _, o := range c.Partitions {
 		if p := replicaOrderProblem(o.Topic, o.Partition, o.Replicas); p != "" {
-			return fail(kerr.InvalidRequest, "%s", p)
+			return fail(codeInvalidRequest, "%s", p)
 		}
 		tp := TopicPartition{o.Topic, o.Partition}
 		if seen[tp] {
-			return fail(kerr.InvalidRequest, "partition %s-%d is listed twice; list it once", o.Topic, o.Partition)
+			return fail(codeInvalidRequest, "partition %s-%d is listed twice; list it once", o.Topic, o.Partition)
 		}
 		seen[tp] = true
 		if old, ok := s.MovedReplicas(o.Topic, o.Partition); ok {
 			if !slices.Equal(old, o.Replicas) {
-				return fail(kerr.InvalidRequest, "the original replica order of %s-%d is already recorded as %v, not %v; it is restored and cleared first",
+				return fail(codeInvalidRequest, "the original replica order of %s-%d is already recorded as %v, not %v; it is restored and cleared first",
 					o.Topic, o.Partition, old, o.Replicas)
 			}
 			continue
@@ -434,14 +432,14 @@ func (c RecordReplicaOrder) apply(s *State) Result {
 
 func (c ClearReplicaOrder) apply(s *State) Result {
 	if len(c.Partitions) == 0 {
-		return fail(kerr.InvalidRequest, "ClearReplicaOrder names no partition")
+		return fail(codeInvalidRequest, "ClearReplicaOrder names no partition")
 	}
 	for _, tp := range c.Partitions {
 		if p := nameProblem("topic", tp.Topic); p != "" {
-			return fail(kerr.InvalidRequest, "%s", p)
+			return fail(codeInvalidRequest, "%s", p)
 		}
 		if tp.Partition < 0 {
-			return fail(kerr.InvalidRequest, "partition %d of topic %s is negative", tp.Partition, tp.Topic)
+			return fail(codeInvalidRequest, "partition %d of topic %s is negative", tp.Partition, tp.Topic)
 		}
 	}
 	for _, tp := range c.Partitions {
@@ -462,7 +460,7 @@ func (c ClearReplicaOrder) apply(s *State) Result {
 
 func (c RemoveSidecar) apply(s *State) Result {
 	if c.ID < 0 {
-		return fail(kerr.InvalidRequest, "sidecar ID %d is negative; it is the broker ID of the sidecar's broker", c.ID)
+		return fail(codeInvalidRequest, "sidecar ID %d is negative; it is the broker ID of the sidecar's broker", c.ID)
 	}
 	delete(s.Sidecars, c.ID)
 	return Result{}
@@ -481,12 +479,12 @@ func (c AlterMirrorPatterns) apply(s *State) Result {
 	}
 	for _, p := range c.AddInclude {
 		if slices.Contains(c.RemoveInclude, p) {
-			return fail(kerr.InvalidRequest, "include pattern %q is both added and removed in one request; do one or the other", p)
+			return fail(codeInvalidRequest, "include pattern %q is both added and removed in one request; do one or the other", p)
 		}
 	}
 	for _, p := range c.AddExclude {
 		if slices.Contains(c.RemoveExclude, p) {
-			return fail(kerr.InvalidRequest, "exclude pattern %q is both added and removed in one request; do one or the other", p)
+			return fail(codeInvalidRequest, "exclude pattern %q is both added and removed in one request; do one or the other", p)
 		}
 	}
 	drop := func(list, remove []string) []string {
@@ -504,9 +502,9 @@ func (c SetTopicPartitions) apply(s *State) Result {
 	case t == nil:
 		return unknownTopic(c.Topic)
 	case t.Status == TopicStopped:
-		return fail(kerr.InvalidRequest, "topic %s is stopped; its partition count is no longer synced", c.Topic)
+		return fail(codeInvalidRequest, "topic %s is stopped; its partition count is no longer synced", c.Topic)
 	case c.Partitions < t.Partitions:
-		return fail(kerr.InvalidPartitions, "topic %s has %d partitions; the count cannot shrink to %d", c.Topic, t.Partitions, c.Partitions)
+		return fail(codeInvalidPartitions, "topic %s has %d partitions; the count cannot shrink to %d", c.Topic, t.Partitions, c.Partitions)
 	}
 	t.Partitions = c.Partitions
 	return Result{}
@@ -526,7 +524,7 @@ func (c SetSyncFault) apply(s *State) Result {
 		return unknownTopic(c.Topic)
 	}
 	if t.Mirror != c.Mirror {
-		return fail(kerr.InvalidRequest, "topic %s belongs to mirror %s, not to mirror %s", c.Topic, t.Mirror, c.Mirror)
+		return fail(codeInvalidRequest, "topic %s belongs to mirror %s, not to mirror %s", c.Topic, t.Mirror, c.Mirror)
 	}
 	t.SyncFault = c.Fault
 	return Result{}
@@ -541,12 +539,12 @@ func (c SetDiverged) apply(s *State) Result {
 	case t == nil:
 		return unknownTopic(c.Topic)
 	case t.Mirror != c.Mirror:
-		return fail(kerr.InvalidRequest, "topic %s belongs to mirror %s, not to mirror %s", c.Topic, t.Mirror, c.Mirror)
+		return fail(codeInvalidRequest, "topic %s belongs to mirror %s, not to mirror %s", c.Topic, t.Mirror, c.Mirror)
 	case t.Status != TopicActive:
-		return fail(kerr.InvalidRequest, "topic %s is %s in mirror %s: only an active topic has diverged partitions", c.Topic, t.Status, c.Mirror)
+		return fail(codeInvalidRequest, "topic %s is %s in mirror %s: only an active topic has diverged partitions", c.Topic, t.Status, c.Mirror)
 	}
 	if msg := checkDivergences(c.Diverged, t.Partitions); msg != "" {
-		return fail(kerr.InvalidRequest, "topic %s: %s", c.Topic, msg)
+		return fail(codeInvalidRequest, "topic %s: %s", c.Topic, msg)
 	}
 	if len(c.Diverged) == 0 && len(t.Diverged) > 0 {
 		t.StartedMs = c.NowMs
@@ -584,7 +582,7 @@ func (c RecordSyncedACLs) apply(s *State) Result {
 	}
 	for i, a := range c.ACLs {
 		if a.ResourceName == "" || a.Principal == "" {
-			return fail(kerr.InvalidRequest, "synced ACL #%d of mirror %s has no resource name or principal", i+1, c.Mirror)
+			return fail(codeInvalidRequest, "synced ACL #%d of mirror %s has no resource name or principal", i+1, c.Mirror)
 		}
 	}
 	m.SyncedACLs = slices.Clone(c.ACLs)
@@ -592,3 +590,24 @@ func (c RecordSyncedACLs) apply(s *State) Result {
 }
 
 func (ReadBarrier) apply(*State) Result { return Result{} }
+
+func (c RestartTopics) apply(s *State) Result {
+	if s.Mirrors[c.Mirror] == nil {
+		return unknownMirror(c.Mirror)
+	}
+	res := Result{Topics: make([]TopicResult, len(c.Topics))}
+	for i, name := range c.Topics {
+		t := s.Topics[name]
+		switch {
+		case t == nil || t.Mirror != c.Mirror:
+			res.Topics[i] = topicFail(name, codeUnknownTopicOrPartition, "topic %s is not a topic of mirror %s", name, c.Mirror)
+		case t.Status != TopicActive:
+			res.Topics[i] = topicFail(name, codeInvalidRequest, "topic %s is %s, not active: only active topics can be restarted", name, t.Status)
+		default:
+			t.RestartGen++
+			t.UpdatedMs = c.NowMs
+			res.Topics[i] = TopicResult{Name: name}
+		}
+	}
+	return res
+}

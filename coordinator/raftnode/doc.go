@@ -1,0 +1,29 @@
+// Package raftnode runs this sidecar's member of the controller's raft
+// group (DESIGN D5): raft with a raft-boltdb store and file snapshots, the
+// raft transport, bootstrap from the static peers, membership changes,
+// self-registration, and Apply, which appends a command on the leader or
+// forwards it to the leader's admin endpoint from a follower (Forwarder,
+// Peers), retries only what certainly was not appended, and resolves
+// commands whose leader lost leadership while committing (resolveLost).
+// It runs coordinator/fsm as raft's state machine.
+//
+// Where later security plugs in: NodeConfig.StreamLayer carries the raft
+// transport's connections (mutual TLS with peer identities), NewPeers'
+// options the internal API client's (protocol.DialTLSConfig), and the
+// server side of the internal APIs is the coordinator's handler that calls
+// ApplyLocal.
+//
+// Files:
+//
+//	node.go        NodeConfig and its checks, OpenNode (storage, transport, bootstrap), metrics, the observer and registration goroutines, Close
+//	apply.go       Apply, ApplyCommand, ApplyChecked, ApplyLocal, resolveLost, ResultErr
+//	ready.go       WaitCaughtUp: the state holds everything committed before the call
+//	membership.go  Members, AddMember, RemoveMember: the join rules
+//	peers.go       Forwarder, Peers (the client of the other sidecars' internal APIs)
+//	fsm.go         the raft.FSM adapter of coordinator/fsm, with its logs
+//	hclog.go       the zap adapter raft logs through
+//	errors.go      sentinel errors, NotLeaderError
+//	doc.go         this overview
+//
+// raftnodetest runs nodes in one process on raft's in-memory transport.
+package raftnode
