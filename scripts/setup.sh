@@ -2,7 +2,8 @@
 # Installs everything sidemirror's build, tests and demo need on a fresh
 # Debian machine and is a quick no-op when all is present:
 #   - Debian packages: kcat (independent test client), maven, a Java 17+ runtime,
-#     gcc (go test -race needs cgo) and procps (ps, to check no JVM is left)
+#     gcc (go test -race needs cgo), procps (ps, to check no JVM is left) and
+#     openssl (the tests make certificates and encrypted keys with it)
 #   - Go modules of go.mod, and staticcheck for `make lint`
 #   - Apache Kafka's jars, resolved by Maven from Maven Central into
 #     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version)
@@ -17,6 +18,7 @@ command -v mvn >/dev/null 2>&1 || packages+=(maven)
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
 command -v gcc >/dev/null 2>&1 || packages+=(gcc)
 command -v ps >/dev/null 2>&1 || packages+=(procps)
+command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 if ((${#packages[@]})); then
 	sudo=""
 	if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/sidemirror/sidemirror/coordinator"
 	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/properties"
+	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
 )
@@ -180,19 +184,33 @@ func (c *components) stop(ctx context.Context) error {
 
 // SourceKgoOpts turns a mirror's source settings (bootstrap.servers and
 // Kafka's client security properties) into franz-go options; it refuses
-// unknown keys with the key named.
+// unknown keys with the key named. ${env:NAME} and ${file:path:key}
+// references are resolved here, on every connect, so the raft state keeps
+// the reference and a rotated secret file takes effect at the next
+// connection; a reference that does not resolve fails naming the key.
 func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
+	known := make([]string, 0, len(security.ClientKeys)+1)
+	known = append(known, "bootstrap.servers")
+	known = append(known, security.ClientKeys...)
 	props := make(map[string]string, len(config))
-	for k, v := range config {
-		if k != "bootstrap.servers" {
-			props[k] = v
+	r := properties.NewResolver()
+	for _, k := range slices.Sorted(maps.Keys(config)) {
+		if !slices.Contains(known, k) {
+			return nil, unknownKeyError(k, known, "")
 		}
+		v, err := r.Resolve(k, config[k])
+		if err != nil {
+			return nil, referenceError(err)
+		}
+		props[k] = v
 	}
-	cc, err := ParseClientConfig(props, "")
+	bootstrap := props["bootstrap.servers"]
+	delete(props, "bootstrap.servers")
+	cc, err := security.ParseClientConfig(props, "")
 	if err != nil {
 		return nil, err
 	}
-	cc.BootstrapServers = splitList(config["bootstrap.servers"])
+	cc.BootstrapServers = splitList(bootstrap)
 	for _, b := range cc.BootstrapServers {
 		if problem := checkHostPort(b, false, false); problem != "" {
 			return nil, configErr("bootstrap.servers", "%q %s", b, problem)

@@ -12,11 +12,12 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sidemirror/sidemirror/internal/properties"
+	"github.com/sidemirror/sidemirror/internal/security"
 )
 
 // Keys of the sidecar's properties file, in the order of the reference
 // (docs/configuration.md) and of Config.Redacted. The destination cluster's
-// client keys are DestinationPrefix + ClientKeys.
+// client keys are DestinationPrefix + security.ClientKeys.
 const (
 	KeyLocalBrokerID         = "local.broker.id"
 	KeyLocalBootstrapServers = "local.bootstrap.servers"
@@ -47,7 +48,7 @@ type Config struct {
 	LocalBootstrapServers []string
 	// Destination holds the client properties for the destination cluster
 	// (destination.*). Its BootstrapServers are LocalBootstrapServers.
-	Destination ClientConfig
+	Destination security.ClientConfig
 
 	AdminListener string // admin.listener: Kafka-protocol admin endpoint
 	RaftListener  string // raft.listener: raft transport
@@ -102,7 +103,7 @@ var (
 func DefaultConfig() Config {
 	return Config{
 		LocalBrokerID: -1,
-		Destination:   DefaultClientConfig(DestinationPrefix),
+		Destination:   security.DefaultClientConfig(DestinationPrefix),
 		AdminListener: "127.0.0.1:9191",
 		RaftListener:  "127.0.0.1:9192",
 		HTTPListener:  "127.0.0.1:9193",
@@ -213,12 +214,12 @@ func (c Config) validateRaftPeers() error {
 func LoadConfig(path string) (Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Config{}, &ConfigError{msg: "config: " + (&readError{path: path, err: err}).Error(), Cause: err}
+		return Config{}, &ConfigError{msg: "config: " + (&properties.FileError{Path: path, Err: err}).Error(), Cause: err}
 	}
 	defer f.Close()
 	props, err := properties.Parse(f)
 	if err != nil {
-		return Config{}, &ConfigError{msg: "config: " + (&readError{path: path, err: err}).Error(), Cause: err}
+		return Config{}, &ConfigError{msg: "config: " + (&properties.FileError{Path: path, Err: err}).Error(), Cause: err}
 	}
 	return ParseConfig(props)
 }
@@ -284,13 +285,13 @@ var fields = []field{
 // resolved, defaults fill what is absent, and the result is validated.
 // Problems are reported in file order, one at a time.
 func ParseConfig(props []Property) (Config, error) {
-	known := make([]string, 0, len(fields)+len(ClientKeys))
+	known := make([]string, 0, len(fields)+len(security.ClientKeys))
 	byKey := make(map[string]field, len(fields))
 	for _, f := range fields {
 		known = append(known, f.key)
 		byKey[f.key] = f
 	}
-	for _, k := range ClientKeys {
+	for _, k := range security.ClientKeys {
 		known = append(known, DestinationPrefix+k)
 	}
 	for _, p := range props {
@@ -299,13 +300,13 @@ func ParseConfig(props []Property) (Config, error) {
 		}
 	}
 
-	r := newResolver()
+	r := properties.NewResolver()
 	values := make(map[string]string, len(props))
 	client := make(map[string]string)
 	for _, p := range props {
-		v, err := r.resolve(p.Key, strings.TrimSpace(p.Value))
+		v, err := r.Resolve(p.Key, strings.TrimSpace(p.Value))
 		if err != nil {
-			return Config{}, err
+			return Config{}, referenceError(err)
 		}
 		values[p.Key] = v
 		if strings.HasPrefix(p.Key, DestinationPrefix) {
@@ -326,7 +327,7 @@ func ParseConfig(props []Property) (Config, error) {
 			return Config{}, &ConfigError{Key: f.key, msg: fmt.Sprintf("config: missing required key %q (%s)", f.key, f.required)}
 		}
 	}
-	dest, err := ParseClientConfig(client, DestinationPrefix)
+	dest, err := security.ParseClientConfig(client, DestinationPrefix)
 	if err != nil {
 		return Config{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sidemirror/sidemirror/internal/properties"
+	"github.com/sidemirror/sidemirror/internal/security"
 )
 
 // baseProps is a minimal valid configuration; cases edit it.
@@ -155,10 +156,15 @@ func TestParseConfigErrors(t *testing.T) {
 			wantKey: "destination.sasl.jaas.config", wantAlso: []string{"ScramLoginModule", "SCRAM-SHA-512"},
 		},
 		{
-			name:      "JKS trust store",
-			edits:     map[string]string{"destination.ssl.truststore.type": "JKS"},
+			name:      "unknown store type",
+			edits:     map[string]string{"destination.ssl.truststore.type": "JCEKS"},
 			wantKey:   "destination.ssl.truststore.type",
-			wantValue: `"JKS"`, wantAlso: []string{"PEM or PKCS12"},
+			wantValue: `"JCEKS"`, wantAlso: []string{"PEM, PKCS12 or JKS"},
+		},
+		{
+			name:    "JKS trust store without its password",
+			edits:   map[string]string{"destination.ssl.truststore.type": "JKS", "destination.ssl.truststore.location": "/etc/kafka/truststore.jks"},
+			wantKey: "destination.ssl.truststore.password", wantAlso: []string{"is missing", "JKS"},
 		},
 		{
 			name:      "bad endpoint identification algorithm",
@@ -305,7 +311,7 @@ log.level = debug
 		{KeyRaftListener, cfg.RaftListener, "127.0.0.1:9192"},
 		{KeyHTTPListener, cfg.HTTPListener, "127.0.0.1:9193"},
 		{KeyLogFormat, cfg.LogFormat, "json"},
-		{"destination.ssl.truststore.type", cfg.Destination.SSLTruststoreType, "PEM"},
+		{"destination.ssl.truststore.type", cfg.Destination.SSL.TruststoreType, ""}, // detected from the file
 		{"destination.ssl.endpoint.identification.algorithm", cfg.Destination.SSLEndpointIdentificationAlgorithm, "https"},
 	} {
 		if d.got != d.want {
@@ -322,8 +328,8 @@ log.level = debug
 			t.Errorf("String lacks %q:\n%s", line, s)
 		}
 	}
-	if n := strings.Count(s, "\n"); n != len(fields)+len(ClientKeys) {
-		t.Errorf("String has %d lines, want one per key (%d)", n, len(fields)+len(ClientKeys))
+	if n := strings.Count(s, "\n"); n != len(fields)+len(security.ClientKeys) {
+		t.Errorf("String has %d lines, want one per key (%d)", n, len(fields)+len(security.ClientKeys))
 	}
 
 	opts, err := cfg.Destination.KgoOpts()
@@ -378,11 +384,11 @@ func TestDidYouMean(t *testing.T) {
 // TestExampleAndDocsCoverEveryKey keeps deploy/examples/sidecar.properties
 // and docs/configuration.md in step with the keys the parser accepts.
 func TestExampleAndDocsCoverEveryKey(t *testing.T) {
-	keys := make([]string, 0, len(fields)+len(ClientKeys))
+	keys := make([]string, 0, len(fields)+len(security.ClientKeys))
 	for _, f := range fields {
 		keys = append(keys, f.key)
 	}
-	for _, k := range ClientKeys {
+	for _, k := range security.ClientKeys {
 		keys = append(keys, DestinationPrefix+k)
 	}
 	const examplePath = "../deploy/examples/sidecar.properties"

@@ -1,17 +1,23 @@
 package sidecar
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sidemirror/sidemirror/internal/security"
+)
 
 var (
 	// ErrInvalidConfig is matched (errors.Is) by every configuration error.
 	// The error itself prints as one line, "config: <key>: <problem>", naming
 	// the key, the offending value (secrets as [hidden]) and what is expected.
-	ErrInvalidConfig = errors.New("sidecar: invalid configuration")
+	// It is the same error as security.ErrInvalidConfig, which the client
+	// settings' errors match.
+	ErrInvalidConfig = security.ErrInvalidConfig
 
-	// ErrNotSupported is returned for a configuration that is valid Kafka
-	// but not implemented by sidemirror yet (PKCS12 stores, encrypted PEM
-	// keys, OAUTHBEARER token retrieval).
-	ErrNotSupported = errors.New("sidecar: not supported yet")
+	// ErrNotSupported is matched by errors for settings that are valid
+	// Kafka but not implemented by sidemirror (GSSAPI, unsecured OAUTHBEARER
+	// tokens); it is security.ErrNotSupported.
+	ErrNotSupported = security.ErrNotSupported
 
 	// ErrDataDirLocked is returned by Run when another process holds the lock
 	// file of data.dir; the message names the directory and the holder's PID.

@@ -3,7 +3,6 @@ package sidecar
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"slices"
 	"strconv"
@@ -11,14 +10,6 @@ import (
 
 	"github.com/sidemirror/sidemirror/internal/properties"
 )
-
-// display quotes a value for an error message, or hides it if key is secret.
-func display(key, value string) string {
-	if properties.IsSecret(key) {
-		return properties.Hidden
-	}
-	return strconv.Quote(value)
-}
 
 // configErr builds the one-line error "config: <key>: <problem>".
 func configErr(key, format string, args ...any) *ConfigError {
@@ -133,12 +124,12 @@ func orList(list []string) string {
 	return strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
 }
 
-// unwrapPathError drops the "open <path>: " of an *fs.PathError, whose path
-// the caller names already.
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
+// referenceError turns a *properties.ReferenceError into a ConfigError
+// naming the key.
+func referenceError(err error) error {
+	var re *properties.ReferenceError
+	if !errors.As(err, &re) {
+		return err
 	}
-	return err
+	return &ConfigError{Key: re.Key, msg: "config: " + re.Error(), Cause: re.Cause}
 }

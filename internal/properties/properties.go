@@ -1,7 +1,12 @@
 // Package properties reads Java-style .properties files, the format of
 // Kafka's client and broker configs, for the sidecar's configuration and the
-// CLI's --command-config, --mirror-config and --add-config-file. Errors name
-// the line but never a value, because values may be secrets.
+// CLI's --command-config, --mirror-config and --add-config-file, and
+// resolves the ${env:NAME} and ${file:path:key} references values may hold
+// (Resolver). Errors name the line or key but never a value, because values
+// may be secrets.
+//
+// Files: properties.go (Parse, ReadFile), resolve.go (Resolver), secret.go
+// (IsSecret, Hidden).
 package properties
 
 import (

@@ -1,4 +1,4 @@
-package sidecar
+package security
 
 import (
 	"errors"
