@@ -4,6 +4,7 @@
 #   make test   set up a fresh machine and run every test (unit, integration, e2e)
 #   make bench  Go benchmarks of the data plane, then the end-to-end mirroring
 #               benchmark on real Kafka (BENCH_ARGS, e.g. -records 2000000 -codec lz4)
+#   make release  release archives, .deb and .rpm packages in dist/ (reproducible)
 
 SHELL       := bash
 GO          ?= go
@@ -17,7 +18,7 @@ LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X
 UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
 E2E_TIMEOUT ?= 35m
 
-.PHONY: all setup build test test-unit e2e lint demo bench e2e-fail-check clean
+.PHONY: all setup build test test-unit test-tools e2e lint demo bench e2e-fail-check release clean
 
 all: build
 
@@ -34,8 +35,19 @@ test: setup
 	$(MAKE) test-unit
 	$(MAKE) e2e
 
-test-unit:
+test-unit: test-tools
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+# The tools module (tools/go.mod, its own dependencies): the release build
+# (reproducible; installs the .deb with dpkg as root), the deploy/ manifests
+# and the Dockerfile.
+test-tools:
+	cd tools && $(GO) test -count=1 ./...
+
+# Release archives, .deb and .rpm packages and SHA256SUMS in dist/, for
+# linux/amd64 and linux/arm64: see tools/release.
+release:
+	cd tools && $(GO) run ./release -repo .. -out ../dist -version $(VERSION) -commit $(COMMIT)
 
 # End-to-end packages each start their own Kafka clusters; -p 1 runs them
 # one after another so the suite fits two cores.
@@ -46,6 +58,7 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GOBIN)/staticcheck ./...
+	cd tools && $(GO) vet ./... && $(GOBIN)/staticcheck ./...
 
 # Shows that a failing end-to-end run leaves no Kafka JVM behind, for a
 # test that fails and for one that panics, both after the clusters started.
@@ -71,4 +84,4 @@ demo: setup build
 	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -2,9 +2,10 @@
 # Installs everything sidemirror's build, tests and demo need on a fresh
 # Debian machine and is a quick no-op when all is present:
 #   - Debian packages: kcat (independent test client), maven, a Java 17+ runtime,
-#     gcc (go test -race needs cgo), procps (ps, to check no JVM is left) and
-#     openssl (the tests make certificates and encrypted keys with it)
-#   - Go modules of go.mod, and staticcheck for `make lint`
+#     gcc (go test -race needs cgo), procps (ps, to check no JVM is left),
+#     openssl (the tests make certificates and encrypted keys with it),
+#     systemd (systemd-analyze verify of the unit) and rpm (checks the .rpm)
+#   - Go modules of go.mod and tools/go.mod, and staticcheck for `make lint`
 #   - Apache Kafka's jars, resolved by Maven from Maven Central into
 #     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version)
 set -euo pipefail
@@ -19,6 +20,8 @@ command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jre-headless)
 command -v gcc >/dev/null 2>&1 || packages+=(gcc)
 command -v ps >/dev/null 2>&1 || packages+=(procps)
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)
+command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)
+command -v rpm >/dev/null 2>&1 || packages+=(rpm)
 if ((${#packages[@]})); then
 	sudo=""
 	if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
@@ -36,6 +39,7 @@ command -v go >/dev/null 2>&1 || { say "Go not found: install Go 1.26 or newer";
 
 say "downloading Go modules"
 go mod download
+(cd tools && go mod download)
 
 gobin=$(go env GOBIN)
 [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
