@@ -17,14 +17,14 @@ FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 COPY tools/go.mod tools/go.sum ./tools/
-RUN go mod download && cd tools && go mod download
+RUN go mod download && cd tools && GOFLAGS=-mod=mod go mod download
 COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
 ARG SOURCE_DATE_EPOCH=0
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
-RUN cd tools && go run ./release -repo .. -out /out -formats bin \
+RUN cd tools && GOFLAGS=-mod=mod go run ./release -repo .. -out /out -formats bin \
         -targets "${TARGETOS}/${TARGETARCH}" \
         -version "${VERSION}" -commit "${COMMIT}" -date "${SOURCE_DATE_EPOCH}" \
     && mkdir -p /out/data

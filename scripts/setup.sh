@@ -39,7 +39,7 @@ command -v go >/dev/null 2>&1 || { say "Go not found: install Go 1.26 or newer";
 
 say "downloading Go modules"
 go mod download
-(cd tools && go mod download)
+(cd tools && GOFLAGS=-mod=mod go mod download)
 
 gobin=$(go env GOBIN)
 [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
