@@ -15,6 +15,7 @@ import (
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/partstate"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
@@ -109,7 +110,7 @@ func (s *Service) localRows(mirrors []string) []protocol.DescribedMirror {
 		if byMirror[ps.Mirror] == nil {
 			byMirror[ps.Mirror] = map[string][]protocol.PartitionDetail{}
 		}
-		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], s.detail(ps))
+		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], s.detail(ps, s.ownedState(ps)))
 	}
 	var out []protocol.DescribedMirror
 	for _, m := range sortedKeys(byMirror) {
@@ -124,15 +125,28 @@ func (s *Service) localRows(mirrors []string) []protocol.DescribedMirror {
 	return out
 }
 
-// detail turns a data plane status into a describe row.
-func (s *Service) detail(ps fetcher.PartitionStatus) protocol.PartitionDetail {
+// ownedState returns the state of a partition the data plane reports: the
+// owner's (PAUSING while its driver is removed for a pause, say), or the
+// data plane's own for a partition this sidecar is not driving (any
+// more).
+func (s *Service) ownedState(ps fetcher.PartitionStatus) partstate.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o := s.running[ps.Partition]; o != nil {
+		return o.state
+	}
+	return ps.State
+}
+
+// detail turns a data plane status into a describe row, in state st.
+func (s *Service) detail(ps fetcher.PartitionStatus, st partstate.State) protocol.PartitionDetail {
 	d := protocol.PartitionDetail{}
 	d.Default()
 	d.PartitionIndex = ps.Partition.Partition
 	d.SourceOffset = ps.SourceHighWatermark
 	d.DestinationOffset = ps.DestinationLogEndOffset
 	d.Lag = ps.Lag
-	d.State = ps.State.String()
+	d.State = st.String()
 	d.OwnerBrokerId = s.cfg.BrokerID
 	if ps.LastError != "" {
 		d.LastError = strPtr(ps.LastError)
@@ -227,24 +241,30 @@ func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClust
 func partitionRow(m *fsm.Mirror, t *fsm.MirrorTopic, p int32, d protocol.PartitionDetail, reported bool,
 	persisted *protocol.ReadMirrorStatesResponsePartition, unreachable []string,
 ) protocol.PartitionDetail {
-	switch {
-	case reported && t.Status == fsm.TopicPaused && d.State != fetcher.StateFailed.String():
-		// Paused, but a sidecar still appends to it: the in-flight
-		// appends are finishing.
-		d.State = fetcher.StatePausing.String()
-	case reported && t.Status == fsm.TopicStopped && d.State != fetcher.StateFailed.String():
-		d.State = fetcher.StateStopping.String()
-	case !reported || t.Status != fsm.TopicActive:
+	if reported && t.Status != fsm.TopicActive {
+		// Paused or stopped: the owner enters PAUSING or STOPPING and
+		// removes the driver. One that has not seen the change yet reports
+		// the state before it: the row shows where the partition state
+		// machine leads from there.
+		st, _ := partstate.Parse(d.State)
+		if tr := partstate.Next(st, t.Status.Event()); tr.Allowed() {
+			st = tr.To
+		}
+		if st != partstate.Pausing && st != partstate.Stopping {
+			reported = false // nothing drives it any more
+		} else {
+			d.State = st.String()
+		}
+	}
+	if !reported {
 		d = protocol.PartitionDetail{}
 		d.Default()
 		d.PartitionIndex = p
 		switch t.Status {
-		case fsm.TopicPaused:
-			d.State = fetcher.StatePaused.String()
-		case fsm.TopicStopped:
-			d.State = fetcher.StateStopped.String()
+		case fsm.TopicPaused, fsm.TopicStopped:
+			d.State = t.Status.Resting().String()
 		default:
-			d.State = fetcher.StateUnknown.String()
+			d.State = partstate.Unknown.String()
 			if persisted != nil {
 				// Its owner is gone or not started yet: show what it
 				// last recorded.

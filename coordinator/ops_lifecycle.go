@@ -146,10 +146,8 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 			changedTopics = append(changedTopics, t)
 		}
 	}
-	boundary := fetcher.StatePaused
-	if status == fsm.TopicStopped {
-		boundary = fetcher.StateStopped
-	}
+	// Finish: the partitions rest in PAUSED or STOPPED from here.
+	boundary := status.Resting()
 	s.persistBoundary(ctx, mirror, changedTopics, boundary)
 	if status == fsm.TopicStopped {
 		// One last group offset sync while the source is reachable

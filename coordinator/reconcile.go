@@ -15,6 +15,7 @@ import (
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
 // Run keeps the data plane in step with the controller state and the
@@ -95,7 +96,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 	s.mu.Lock()
 	var toStart, toStop []fetcher.Partition
 	for p := range want {
-		if !s.running[p] {
+		if s.running[p] == nil {
 			toStart = append(toStart, p)
 		}
 	}
@@ -107,31 +108,115 @@ func (s *Service) reconcile(ctx context.Context) error {
 	s.mu.Unlock()
 
 	for _, p := range toStop {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := s.cfg.DataPlane.Stop(sctx, p)
-		cancel()
-		if err != nil {
-			s.log.Warn("stop partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
-			continue
-		}
-		s.mu.Lock()
-		delete(s.running, p)
-		s.mu.Unlock()
-		s.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
+		s.letGo(ctx, st, p)
 	}
 	s.retryFailed(s.cfg.Now())
 	s.restartRequested(st)
 	for _, p := range toStart {
+		s.mu.Lock()
+		// Recorded before the driver starts, so that none of its reports
+		// is missed.
+		s.running[p] = &owned{state: partstate.Next(partstate.Unknown, partstate.Lead).To}
+		s.mu.Unlock()
 		if err := s.cfg.DataPlane.Start(p); err != nil {
+			s.mu.Lock()
+			delete(s.running, p)
+			s.mu.Unlock()
 			s.log.Warn("start partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
 			continue
 		}
-		s.mu.Lock()
-		s.running[p] = true
-		s.mu.Unlock()
 		s.log.Info("driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 	}
 	return nil
+}
+
+// letGo stops driving p, which this sidecar no longer has to drive: its
+// topic was paused (PAUSING until the driver is removed, then PAUSED) or
+// stopped (STOPPING; the stop sequence of the operation records STOPPED),
+// or its broker no longer leads it (the state stays as it is for the next
+// owner, with the last destination log end offset). The entered state is
+// recorded in __mirror_state before the driver is removed.
+func (s *Service) letGo(ctx context.Context, st *fsm.State, p fetcher.Partition) {
+	ev := partstate.Release
+	if t := st.Topics[p.Topic]; t != nil && t.Mirror == p.Mirror {
+		switch t.Status {
+		case fsm.TopicPaused:
+			ev = partstate.Pause
+		case fsm.TopicStopped:
+			ev = partstate.Stop
+		}
+	}
+	if ev != partstate.Release {
+		s.mu.Lock()
+		s.applyLocked(p, ev)
+		s.mu.Unlock()
+		s.flushSoon(ctx)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := s.cfg.DataPlane.Stop(sctx, p)
+	cancel()
+	if err != nil {
+		s.log.Warn("stop partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+		return
+	}
+	s.released(p)
+	s.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
+}
+
+// released applies Release to p, whose driver the data plane removed, and
+// forgets it. A transitional state still queued is dropped: the pause or
+// stop sequence of the operation records the resting state of every
+// partition, and a late write must not overwrite it.
+func (s *Service) released(p fetcher.Partition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[p] == nil {
+		return
+	}
+	s.applyLocked(p, partstate.Release)
+	if u, ok := s.pending[p]; ok && (u.status.State == partstate.Pausing || u.status.State == partstate.Stopping) {
+		delete(s.pending, p)
+	}
+	delete(s.running, p)
+	s.signalFlush()
+}
+
+// applyLocked moves the partition this sidecar drives as the partition
+// state machine says event ev does, and queues the new state for
+// __mirror_state. UNKNOWN is never recorded (it means "no state"). A
+// Release records the state as it is, with the last destination log end
+// offset, for the next owner. s.mu is held.
+func (s *Service) applyLocked(p fetcher.Partition, ev partstate.Event) partstate.Transition {
+	o := s.running[p]
+	if o == nil {
+		return partstate.Transition{}
+	}
+	t := partstate.Next(o.state, ev)
+	if !t.Allowed() {
+		return t
+	}
+	o.state = t.To
+	if (t.Changes() || t.Action == partstate.Forget) && o.state != partstate.Unknown && s.states != nil {
+		status := o.last
+		status.Partition, status.State = p, o.state
+		s.pending[p] = stateUpdate{status: status, epoch: s.epochs[p]}
+	}
+	return t
+}
+
+// reportEvent is the event of a state the data plane reports of a driver:
+// its own STOPPING and STOPPED (a driver being removed, removed) are the
+// owner's to interpret (letGo, NotLeader), so they are no event here.
+func reportEvent(st fetcher.State) (partstate.Event, bool) {
+	switch st {
+	case partstate.LogTruncation:
+		return partstate.Align, true
+	case partstate.Mirroring:
+		return partstate.Aligned, true
+	case partstate.Failed:
+		return partstate.Fail, true
+	}
+	return 0, false
 }
 
 // drivenTopics returns the topics whose partitions are mirrored: the active
@@ -186,10 +271,18 @@ func (s *Service) syncSources(st *fsm.State) {
 			for p := range s.running {
 				if p.Mirror == name {
 					delete(s.running, p)
+					delete(s.pending, p)
 				}
 			}
 		}
 	}
+}
+
+// owned is a partition this sidecar drives: where it stands in the
+// partition state machine, and the data plane's last report of it.
+type owned struct {
+	state partstate.State
+	last  fetcher.PartitionStatus
 }
 
 // leadership is a destination partition's leader and leader epoch.

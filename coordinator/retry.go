@@ -7,6 +7,7 @@ import (
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
 // Automatic retries of FAILED partitions (DESIGN D12): a failed partition
@@ -47,7 +48,7 @@ func (s *Service) retryFailed(now time.Time) {
 	for _, ps := range statuses {
 		p := ps.Partition
 		seen[p] = true
-		if !s.running[p] {
+		if s.running[p] == nil {
 			continue
 		}
 		r := s.retries[p]
@@ -69,12 +70,13 @@ func (s *Service) retryFailed(now time.Time) {
 			if !now.Before(r.nextAt) {
 				r.attempt++
 				r.nextAt = time.Time{}
+				s.applyLocked(p, partstate.Retry)
 				due = append(due, p)
 			}
 		}
 	}
 	for p := range s.retries {
-		if !seen[p] || !s.running[p] {
+		if !seen[p] || s.running[p] == nil {
 			delete(s.retries, p)
 		}
 	}
@@ -126,7 +128,8 @@ func (s *Service) restartRequested(st *fsm.State) {
 		}
 	}
 	for _, ps := range statuses {
-		if bumped[ps.Topic] && ps.State == fetcher.StateFailed && s.running[ps.Partition] {
+		if bumped[ps.Topic] && ps.State == fetcher.StateFailed && s.running[ps.Partition] != nil {
+			s.applyLocked(ps.Partition, partstate.Restart)
 			due = append(due, ps.Partition)
 		}
 	}

@@ -66,10 +66,10 @@ func (d *scriptedPlane) takeStarted() []fetcher.Partition {
 func TestRetryFailed(t *testing.T) {
 	plane := &scriptedPlane{states: map[fetcher.Partition]fetcher.PartitionStatus{}}
 	s := &Service{cfg: ServiceConfig{DataPlane: plane}, log: zaptest.NewLogger(t),
-		running: map[fetcher.Partition]bool{}, retries: map[fetcher.Partition]*retryState{}, restartGen: map[string]int64{}}
+		running: map[fetcher.Partition]*owned{}, pending: map[fetcher.Partition]stateUpdate{}, retries: map[fetcher.Partition]*retryState{}, restartGen: map[string]int64{}}
 	p := fetcher.Partition{Mirror: "m", Topic: "t", Partition: 0}
 	perm := fetcher.Partition{Mirror: "m", Topic: "t", Partition: 1}
-	s.running[p], s.running[perm] = true, true
+	s.running[p], s.running[perm] = &owned{state: fetcher.StateFailed}, &owned{state: fetcher.StateFailed}
 	plane.set(p, fetcher.StateFailed, false)
 	plane.set(perm, fetcher.StateFailed, true)
 

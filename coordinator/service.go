@@ -79,7 +79,7 @@ type Service struct {
 	wg       sync.WaitGroup    // goroutines started by Run
 
 	mu         sync.Mutex
-	running    map[fetcher.Partition]bool        // partitions started on the data plane
+	running    map[fetcher.Partition]*owned      // partitions started on the data plane, with their states
 	sources    map[string]string                 // mirror -> fingerprint of its source config
 	settings   map[string]string                 // mirror -> its data plane settings as last set
 	epochs     map[fetcher.Partition]int32       // destination leader epochs seen by reconcile
@@ -126,7 +126,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		log:      cfg.Logger.Named("coordinator"),
 		kick:     make(chan struct{}, 1),
 		flushNow: make(chan struct{}, 1),
-		running:  map[fetcher.Partition]bool{},
+		running:  map[fetcher.Partition]*owned{},
 		sources:  map[string]string{},
 		settings: map[string]string{},
 		epochs:   map[fetcher.Partition]int32{},
@@ -142,11 +142,11 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 }
 
 // NotLeader is the data plane's OnNotLeader callback: the local broker no
-// longer leads p, so the partition is forgotten and ownership re-checked.
+// longer leads p, whose driver the data plane removed, so the partition is
+// released (its state recorded for the next owner) and ownership
+// re-checked.
 func (s *Service) NotLeader(p fetcher.Partition) {
-	s.mu.Lock()
-	delete(s.running, p)
-	s.mu.Unlock()
+	s.released(p)
 	s.Kick()
 }
 

@@ -8,23 +8,78 @@ import (
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/partstate"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
 )
 
-// StateChanged is the data plane's OnStateChange callback: the partition's
-// new state is queued for its mirror's coordinator. It never blocks; a
-// newer state of the same partition replaces a queued one.
+// StateChanged is the data plane's OnStateChange callback: a driver of a
+// partition this sidecar drives reports its state, which moves the
+// partition as the partition state machine says; a new state is queued for
+// its mirror's coordinator. It never blocks; a newer state of the same
+// partition replaces a queued one.
 func (s *Service) StateChanged(ps fetcher.PartitionStatus) {
-	if s.states == nil {
-		return
-	}
 	s.mu.Lock()
-	s.pending[ps.Partition] = stateUpdate{status: ps, epoch: s.epochs[ps.Partition]}
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	o := s.running[ps.Partition]
+	if o == nil {
+		return // a late report of a driver this sidecar let go
+	}
+	o.last = ps
+	if ev, ok := reportEvent(ps.State); ok && s.applyLocked(ps.Partition, ev).Changes() {
+		s.signalFlush()
+	}
+}
+
+// signalFlush asks the flush loop to run now.
+func (s *Service) signalFlush() {
 	select {
 	case s.flushNow <- struct{}{}:
 	default:
+	}
+}
+
+// flushSoon writes the queued states now, bounded, so that a state
+// entered before the driver is removed is recorded first; what cannot be
+// written stays queued for the flush loop.
+func (s *Service) flushSoon(ctx context.Context) {
+	if s.states == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s.flush(fctx)
+}
+
+// persistAtShutdown bounds PersistStates, so that a __mirror_state
+// coordinator that cannot be reached leaves the shutdown time to close raft.
+const persistAtShutdown = 2 * time.Second
+
+// PersistStates is the shutdown's "persist state" step, after the data
+// plane closed: every partition this sidecar still drives is released
+// (its state recorded with the last destination log end offset its driver
+// reported, for the next owner) and every queued state is written, within
+// ctx.
+func (s *Service) PersistStates(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, persistAtShutdown)
+	defer cancel()
+	s.mu.Lock()
+	for p := range s.running {
+		s.applyLocked(p, partstate.Release)
+		delete(s.running, p)
+	}
+	s.mu.Unlock()
+	for {
+		s.flush(ctx)
+		s.mu.Lock()
+		left := len(s.pending)
+		s.mu.Unlock()
+		if left == 0 || !sleepCtx(ctx, 100*time.Millisecond) {
+			if left > 0 {
+				s.log.Warn("partition states not persisted at shutdown", zap.Int("partitions", left))
+			}
+			return
+		}
 	}
 }
 
@@ -173,7 +228,8 @@ func (s *Service) readStatesOf(ctx context.Context, req *protocol.ReadMirrorStat
 }
 
 // persistBoundary records PAUSED or STOPPED for every partition of topics,
-// with the destination log end offset as the stop boundary (DESIGN D9).
+// with the destination log end offset as the stop boundary (DESIGN D9):
+// the partition state machine's Finish, where a pause or stop ends.
 func (s *Service) persistBoundary(ctx context.Context, mirror string, topics []*fsm.MirrorTopic, state fetcher.State) {
 	if s.states == nil || len(topics) == 0 {
 		return

@@ -204,7 +204,7 @@ func TestInspectBatch(t *testing.T) {
 			if !bytes.Equal(orig, tt.batch) {
 				t.Fatal("inspectBatch modified the batch")
 			}
-			if err != nil && !isFatal(err) {
+			if err != nil && !IsFatal(err) {
 				t.Fatalf("%v must fail the partition", err)
 			}
 		})

@@ -87,3 +87,34 @@ var (
 	errNoLiveRecord  = errors.New("fetcher: no live record to copy into fillers yet")
 	errMissingAnswer = errors.New("fetcher: broker response is missing the partition")
 )
+
+// fatal are the errors that fail a partition: its driver does not retry
+// them. Every other error is retriable: the driver resumes from the
+// destination log end offset after a backoff.
+var fatal = []error{
+	ErrCorruptBatch, ErrMessageFormat, ErrTransactionAborted, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser,
+	ErrAppendRejected, ErrSourceRejected, ErrSourceClusterChanged, ErrSourceTopicRecreated, ErrOffsetMapFull,
+}
+
+// permanent are the fatal errors past which a restart would resume
+// without repairing anything (a replayed transaction the destination
+// aborted, another writer's records): only an operator restarts such a
+// partition (PartitionStatus.Permanent).
+var permanent = []error{ErrTransactionAborted, ErrExactness}
+
+// IsFatal reports whether err fails the partition (FAILED, no automatic
+// retry by the driver; the coordinator may retry it, DESIGN D12).
+func IsFatal(err error) bool { return isAny(err, fatal) }
+
+// IsPermanent reports whether err fails the partition for good: the
+// coordinator does not retry it automatically.
+func IsPermanent(err error) bool { return isAny(err, permanent) }
+
+func isAny(err error, targets []error) bool {
+	for _, target := range targets {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}

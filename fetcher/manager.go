@@ -12,6 +12,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
 // Manager mirrors partitions: it owns the source clients of the mirrors, one
@@ -240,7 +242,7 @@ func (m *Manager) Start(p Partition) error {
 	m.parts[p] = pt
 	if !m.goFunc(pt.run) {
 		delete(m.parts, p)
-		pt.setState(StateStopped, "")
+		pt.setState(partstate.Removed, "")
 		return ErrClosed
 	}
 	return nil
@@ -284,7 +286,7 @@ func (m *Manager) remove(pt *partition) {
 		delete(m.parts, pt.key)
 	}
 	m.mu.Unlock()
-	pt.setState(StateStopped, "")
+	pt.setState(partstate.Removed, "")
 	m.met.deletePartition(pt.key)
 }
 

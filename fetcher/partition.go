@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
 // partition is the driver of one mirrored partition: a goroutine (run) that
@@ -133,18 +135,23 @@ func (p *partition) statusLocked() PartitionStatus {
 	}
 }
 
-// setState moves the partition to st (with reason as LastError when
-// non-empty) and notifies; STOPPED is final and FAILED only yields to it.
-func (p *partition) setState(st State, reason string) {
+// setState moves the partition as the partition state machine
+// (internal/partstate) says event ev does, with reason as LastError when
+// non-empty, and notifies; an event the table does not take from the
+// current state changes nothing (STOPPED is final for a driver, FAILED
+// yields only to STOPPED).
+func (p *partition) setState(ev partstate.Event, reason string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.setStateLocked(st, reason)
+	p.setStateLocked(ev, reason)
 }
 
-func (p *partition) setStateLocked(st State, reason string) {
-	if p.state == st || p.state == StateStopped || (p.state == StateFailed && st != StateStopped) {
+func (p *partition) setStateLocked(ev partstate.Event, reason string) {
+	t := partstate.Next(p.state, ev)
+	if !t.Changes() {
 		return
 	}
+	st := t.To
 	p.m.met.partitions.WithLabelValues(p.state.String()).Dec()
 	if st != StateStopped {
 		p.m.met.partitions.WithLabelValues(st.String()).Inc()
@@ -162,16 +169,14 @@ func (p *partition) retire() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.m.met.partitions.WithLabelValues(p.state.String()).Dec()
-	p.state = StateStopped
+	p.state = partstate.Next(p.state, partstate.Removed).To
 }
 
 // requestStop cancels the driver; a running partition shows STOPPING until
 // the Manager removes it.
 func (p *partition) requestStop() {
 	p.mu.Lock()
-	if p.state != StateFailed && p.state != StateStopped {
-		p.setStateLocked(StateStopping, "")
-	}
+	p.setStateLocked(partstate.Remove, "")
 	p.mu.Unlock()
 	p.cancel()
 }
@@ -214,7 +219,7 @@ func (p *partition) run() {
 	defer close(p.done)
 	defer func() { p.m.pids.save(p.key, p.prod) }()
 	defer p.detach()
-	p.setState(StateLogTruncation, "")
+	p.setState(partstate.Align, "")
 	p.log.Info("partition starting")
 	for {
 		err := p.runOnce()
@@ -227,13 +232,13 @@ func (p *partition) run() {
 			p.detach()
 			p.m.notLeader(p)
 			return
-		case isFatal(err):
+		case IsFatal(err):
 			p.detach()
 			p.log.Error("partition failed", zap.Error(err))
 			p.mu.Lock()
-			p.perm = errors.Is(err, ErrTransactionAborted) || errors.Is(err, ErrExactness)
+			p.perm = IsPermanent(err)
 			p.mu.Unlock()
-			p.setState(StateFailed, err.Error())
+			p.setState(partstate.Fail, err.Error())
 			return
 		case errors.Is(err, errRealign):
 			p.log.Info("source log start moved beyond the destination log end offset: realigning", zap.Error(err))
@@ -296,18 +301,18 @@ func (p *partition) runOnce() error {
 		fetchFrom = max(sourceOffsetOf(p.omap, leo), start)
 		p.setShift(pl, fetchFrom)
 	} else if leo < start {
-		p.setState(StateLogTruncation, "")
+		p.setState(partstate.Align, "")
 		fetchFrom, err = p.fillGap(pl, mir, leo, start)
 	}
 	if err == nil {
 		if p.pendingDelete < 0 {
-			p.setState(StateMirroring, "")
+			p.setState(partstate.Aligned, "")
 		}
 		err = p.stream(pl, mir, fetchFrom)
 	}
 	p.pauseFetch()
 	pl.drain(ctx.Err() != nil || pl.err != nil)
-	if pl.err != nil && !isFatal(err) && !errors.Is(err, errNotLeader) {
+	if pl.err != nil && !IsFatal(err) && !errors.Is(err, errNotLeader) {
 		err = pl.err // an append failed: it decides what happens next
 	}
 	if pl.failed {
@@ -566,7 +571,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 				err = p.attach(ctx, mir, fetchErrs > 0)
 			}
 			if err != nil {
-				if isFatal(err) || ctx.Err() != nil {
+				if IsFatal(err) || ctx.Err() != nil {
 					return err
 				}
 				fetchErrs++
@@ -579,7 +584,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 		}
 		if p.pendingDelete >= 0 && pl.leo >= p.pendingDelete && !now.Before(deleteAt) {
 			if err := p.deleteFillers(ctx); err != nil {
-				if isFatal(err) || errors.Is(err, errNotLeader) || ctx.Err() != nil {
+				if IsFatal(err) || errors.Is(err, errNotLeader) || ctx.Err() != nil {
 					return err
 				}
 				deleteErrs++
@@ -725,7 +730,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 // out of range that no longer holds) return nil: refresh the leader, retry.
 func (p *partition) handleFetchError(ctx context.Context, mir *mirror, f *fetched, pl *pipeline) error {
 	err := f.err
-	if isFatal(err) {
+	if IsFatal(err) {
 		return err
 	}
 	p.setLastError(err)
@@ -769,7 +774,7 @@ func (p *partition) deleteFillers(ctx context.Context) error {
 		return err
 	}
 	p.pendingDelete = -1
-	p.setState(StateMirroring, "")
+	p.setState(partstate.Aligned, "")
 	return nil
 }
 
@@ -872,19 +877,6 @@ func (p *partition) detach() {
 	if s != nil {
 		s.mir.detach(p, s)
 	}
-}
-
-// isFatal reports whether err fails the partition (no automatic retry).
-func isFatal(err error) bool {
-	for _, target := range []error{
-		ErrCorruptBatch, ErrMessageFormat, ErrTransactionAborted, ErrBatchStraddle, ErrDivergence, ErrExactness, ErrNotSuperUser, ErrAppendRejected,
-		ErrSourceRejected, ErrSourceClusterChanged, ErrSourceTopicRecreated, ErrOffsetMapFull,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }
 
 // sleepCtx waits d or until ctx ends; false if ctx ended.

@@ -1,6 +1,10 @@
 package fetcher
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sidemirror/sidemirror/internal/partstate"
+)
 
 // Partition names one mirrored partition: the mirror it belongs to and the
 // topic and partition, which are the same on source and destination.
@@ -15,42 +19,26 @@ func (p Partition) String() string {
 	return fmt.Sprintf("%s/%s/%d", p.Mirror, p.Topic, p.Partition)
 }
 
-// State is the mirroring state of a partition. The codes are stable: they are
-// stored in __mirror_state and sent in internal RPCs (DESIGN.md D16).
-type State int8
+// State is the mirroring state of a partition: the codes of the one
+// partition state machine (internal/partstate) that the coordinator, the
+// state store and describe share. They are stable: they are stored in
+// __mirror_state and sent in internal RPCs (DESIGN.md D16).
+type State = partstate.State
 
 // The states of DESIGN.md D12 and D16. The fetcher itself uses UNKNOWN,
-// LOG_TRUNCATION, MIRRORING, STOPPING, STOPPED and FAILED; PAUSING and PAUSED
-// belong to the coordinator.
+// LOG_TRUNCATION, MIRRORING, STOPPING (its driver is being removed), STOPPED
+// (removed) and FAILED, moving between them as partstate's table says;
+// PAUSING and PAUSED belong to the coordinator.
 const (
-	StateUnknown       State = 0
-	StateLogTruncation State = 1
-	StateMirroring     State = 2
-	StatePausing       State = 3
-	StatePaused        State = 4
-	StateStopping      State = 5
-	StateStopped       State = 6
-	StateFailed        State = 7
+	StateUnknown       = partstate.Unknown
+	StateLogTruncation = partstate.LogTruncation
+	StateMirroring     = partstate.Mirroring
+	StatePausing       = partstate.Pausing
+	StatePaused        = partstate.Paused
+	StateStopping      = partstate.Stopping
+	StateStopped       = partstate.Stopped
+	StateFailed        = partstate.Failed
 )
-
-var stateNames = [...]string{
-	StateUnknown:       "UNKNOWN",
-	StateLogTruncation: "LOG_TRUNCATION",
-	StateMirroring:     "MIRRORING",
-	StatePausing:       "PAUSING",
-	StatePaused:        "PAUSED",
-	StateStopping:      "STOPPING",
-	StateStopped:       "STOPPED",
-	StateFailed:        "FAILED",
-}
-
-// String returns the state's name as describe shows it, e.g. "MIRRORING".
-func (s State) String() string {
-	if s >= 0 && int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("State(%d)", int8(s))
-}
 
 // PartitionStatus is a snapshot of one partition, as Status returns it and as
 // OnStateChange receives it.

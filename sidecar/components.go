@@ -162,7 +162,11 @@ func (c *components) stop(ctx context.Context) error {
 	if c.fetcher != nil {
 		c.fetcher.Close()
 	}
-	// 3. Partition state in __mirror_state: written as it changes.
+	// 3. Persist partition state: the drivers' last states and offsets go
+	//    to __mirror_state, for the partitions' next owners.
+	if c.service != nil {
+		c.service.PersistStates(ctx)
+	}
 	// 4-5. Step down from raft leadership and close raft.
 	if c.node != nil {
 		if err := c.node.Close(); err != nil {

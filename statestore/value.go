@@ -2,58 +2,37 @@ package statestore
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+
+	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
-// Partition state codes (DESIGN.md D16), stable: they are stored in
-// __mirror_state and sent in internal RPCs.
+// Partition state codes (DESIGN.md D16), as stored: the int8 codes of the
+// one partition state machine (internal/partstate).
 const (
-	StateUnknown       int8 = 0
-	StateLogTruncation int8 = 1
-	StateMirroring     int8 = 2
-	StatePausing       int8 = 3
-	StatePaused        int8 = 4
-	StateStopping      int8 = 5
-	StateStopped       int8 = 6
-	StateFailed        int8 = 7
+	StateUnknown       = int8(partstate.Unknown)
+	StateLogTruncation = int8(partstate.LogTruncation)
+	StateMirroring     = int8(partstate.Mirroring)
+	StatePausing       = int8(partstate.Pausing)
+	StatePaused        = int8(partstate.Paused)
+	StateStopping      = int8(partstate.Stopping)
+	StateStopped       = int8(partstate.Stopped)
+	StateFailed        = int8(partstate.Failed)
 	// StateNotRecorded is PreviousState when no previous state was recorded
 	// (the KIP's default of 16).
-	StateNotRecorded int8 = 16
+	StateNotRecorded = int8(partstate.NotRecorded)
 )
-
-var stateNames = map[int8]string{
-	StateUnknown:       "UNKNOWN",
-	StateLogTruncation: "LOG_TRUNCATION",
-	StateMirroring:     "MIRRORING",
-	StatePausing:       "PAUSING",
-	StatePaused:        "PAUSED",
-	StateStopping:      "STOPPING",
-	StateStopped:       "STOPPED",
-	StateFailed:        "FAILED",
-	StateNotRecorded:   "NOT_RECORDED",
-}
 
 // StateName returns the name of a state code, such as "MIRRORING", or
 // "STATE_<code>" for a code this build does not know (a newer writer's).
-func StateName(code int8) string {
-	if n, ok := stateNames[code]; ok {
-		return n
-	}
-	return fmt.Sprintf("STATE_%d", code)
-}
+func StateName(code int8) string { return partstate.State(code).String() }
 
 // ParseState returns the code of a state name, case-insensitively. It
 // accepts the names StateName returns for known codes.
 func ParseState(name string) (int8, bool) {
-	name = strings.ToUpper(name)
-	for c, n := range stateNames {
-		if n == name {
-			return c, true
-		}
-	}
-	return 0, false
+	s, ok := partstate.Parse(name)
+	return int8(s), ok
 }
 
 // PartitionStateVersion is the value version this build writes.

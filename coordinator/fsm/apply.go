@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
 // This file holds the validation and application of every command. Rules:
@@ -281,11 +283,20 @@ func (c StartTopics) checkTopic(s *State, t StartTopic, listed int) TopicResult 
 	case old.Mirror != c.Mirror:
 		return topicFail(t.Name, codeInvalidRequest, "topic %s is already %s in mirror %s; a topic belongs to one mirror at a time: stop it there first (kafka-cluster-mirrors --stop --mirror %s --topics %s)",
 			t.Name, old.Status, old.Mirror, old.Mirror, t.Name)
-	case old.Status == TopicPaused:
-		return topicFail(t.Name, codeInvalidRequest, "topic %s is paused in mirror %s; resume it with kafka-cluster-mirrors --resume instead of starting it", t.Name, c.Mirror)
-	default:
-		return topicFail(t.Name, codeInvalidRequest, "topic %s is already mirrored by mirror %s; nothing to start", t.Name, c.Mirror)
 	}
+	return operatorEvent(old, partstate.Start, c.Mirror)
+}
+
+// operatorEvent checks an operator event on topic t against the partition
+// state machine: the topic's status stands for the state its partitions
+// rest in (partstate), so that Apply, which knows no partition states,
+// refuses exactly what the table refuses.
+func operatorEvent(t *MirrorTopic, e partstate.Event, mirror string) TopicResult {
+	tr := partstate.Next(t.Status.Resting(), e)
+	if !tr.Allowed() {
+		return topicFail(t.Name, tr.Code, "%s", tr.Refusal(t.Name, mirror))
+	}
+	return TopicResult{Name: t.Name}
 }
 
 func (c SetTopicStatus) apply(s *State) Result {
@@ -330,27 +341,7 @@ func (c SetTopicStatus) checkTopic(s *State, name string, listed int) TopicResul
 	case t.Mirror != c.Mirror:
 		return topicFail(name, codeInvalidRequest, "topic %s belongs to mirror %s, not to mirror %s; give --mirror %s", name, t.Mirror, c.Mirror, t.Mirror)
 	}
-	switch c.Status {
-	case TopicStopped:
-		if t.Status == TopicStopped {
-			return topicFail(name, codeInvalidRequest, "topic %s is already stopped; nothing to do", name)
-		}
-	case TopicPaused:
-		switch t.Status {
-		case TopicPaused:
-			return topicFail(name, codeInvalidRequest, "topic %s is already paused; resume it with --resume", name)
-		case TopicStopped:
-			return topicFail(name, codeInvalidRequest, "topic %s is stopped and cannot be paused; start it again with --start", name)
-		}
-	case TopicActive:
-		switch t.Status {
-		case TopicActive:
-			return topicFail(name, codeInvalidRequest, "topic %s is not paused (it is active); only paused topics can be resumed", name)
-		case TopicStopped:
-			return topicFail(name, codeInvalidRequest, "topic %s is stopped and cannot be resumed; start it again with --start", name)
-		}
-	}
-	return TopicResult{Name: name}
+	return operatorEvent(t, c.Status.Event(), c.Mirror)
 }
 
 func unknownTopic(name string) Result {
@@ -598,15 +589,13 @@ func (c RestartTopics) apply(s *State) Result {
 	res := Result{Topics: make([]TopicResult, len(c.Topics))}
 	for i, name := range c.Topics {
 		t := s.Topics[name]
-		switch {
-		case t == nil || t.Mirror != c.Mirror:
+		if t == nil || t.Mirror != c.Mirror {
 			res.Topics[i] = topicFail(name, codeUnknownTopicOrPartition, "topic %s is not a topic of mirror %s", name, c.Mirror)
-		case t.Status != TopicActive:
-			res.Topics[i] = topicFail(name, codeInvalidRequest, "topic %s is %s, not active: only active topics can be restarted", name, t.Status)
-		default:
+			continue
+		}
+		if res.Topics[i] = operatorEvent(t, partstate.Restart, c.Mirror); res.Topics[i].ErrorCode == 0 {
 			t.RestartGen++
 			t.UpdatedMs = c.NowMs
-			res.Topics[i] = TopicResult{Name: name}
 		}
 	}
 	return res

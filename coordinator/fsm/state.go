@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
 // State is the replicated controller state: what the FSM holds. Readers get
@@ -89,6 +91,33 @@ func (s TopicStatus) Suffix() string {
 		return StoppedSuffix
 	default:
 		return ""
+	}
+}
+
+// Resting returns the partition state (partstate) that the partitions of a
+// topic in status s rest in: MIRRORING for an active topic, PAUSED,
+// STOPPED. The operator events are checked against it.
+func (s TopicStatus) Resting() partstate.State {
+	switch s {
+	case TopicPaused:
+		return partstate.Paused
+	case TopicStopped:
+		return partstate.Stopped
+	default:
+		return partstate.Mirroring
+	}
+}
+
+// Event returns the operator event that sets status s: resume, pause or
+// stop.
+func (s TopicStatus) Event() partstate.Event {
+	switch s {
+	case TopicPaused:
+		return partstate.Pause
+	case TopicStopped:
+		return partstate.Stop
+	default:
+		return partstate.Resume
 	}
 }
 

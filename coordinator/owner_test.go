@@ -1,0 +1,130 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/internal/partstate"
+	"github.com/sidemirror/sidemirror/protocol"
+	"github.com/sidemirror/sidemirror/statestore"
+)
+
+// stoppingPlane is a scriptedPlane that calls onStop when a partition's
+// driver is removed, before Stop returns.
+type stoppingPlane struct {
+	scriptedPlane
+	onStop func(p fetcher.Partition)
+}
+
+func (d *stoppingPlane) Stop(_ context.Context, p fetcher.Partition) error {
+	d.onStop(p)
+	return nil
+}
+
+// TestOwnerRecordsItsStates drives partitions of a mirror whose
+// __mirror_state coordinator is this sidecar (on a kfake destination) and
+// checks what the owner records as the partition state machine moves
+// them: the driver's reports; PAUSING before the driver of a paused topic
+// is removed and PAUSED after; STOPPING before the driver of a stopped
+// topic is removed, which stays for the stop sequence; the state as it is,
+// with the last offset, when the broker no longer leads it; and at
+// shutdown (PersistStates) every partition still driven.
+func TestOwnerRecordsItsStates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	store, err := statestore.New(cl, statestore.NumPartitions(1), statestore.ReplicationFactor(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	st := fsm.NewState()
+	st.Mirrors["m"] = &fsm.Mirror{Name: "m"}
+	for _, name := range []string{"paused", "stopped", "moved", "active"} {
+		st.Topics[name] = &fsm.MirrorTopic{Name: name, Mirror: "m", Partitions: 1, Status: fsm.TopicActive}
+	}
+	sc := newStateCoordinator(store, cl, 0, zaptest.NewLogger(t))
+	if err := sc.refresh(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	plane := &stoppingPlane{scriptedPlane: scriptedPlane{states: map[fetcher.Partition]fetcher.PartitionStatus{}}}
+	s := &Service{cfg: ServiceConfig{BrokerID: 0, DataPlane: plane, Now: time.Now}, log: zaptest.NewLogger(t), states: sc,
+		flushNow: make(chan struct{}, 1), running: map[fetcher.Partition]*owned{}, epochs: map[fetcher.Partition]int32{},
+		pending: map[fetcher.Partition]stateUpdate{}, retries: map[fetcher.Partition]*retryState{}}
+
+	part := func(topic string) fetcher.Partition {
+		return fetcher.Partition{Mirror: "m", Topic: topic, Partition: 0}
+	}
+	// recorded returns the state __mirror_state holds for topic's
+	// partition and its last source offset.
+	recorded := func(topic string) (string, int64) {
+		t.Helper()
+		resp := sc.read(&protocol.ReadMirrorStatesRequest{MirrorName: "m"})
+		for _, rt := range resp.Topics {
+			if rt.Name == topic && len(rt.Partitions) == 1 {
+				return stateName(rt.Partitions[0].State), rt.Partitions[0].LastSourceOffset
+			}
+		}
+		return "none", -1
+	}
+	// Every partition is driven and reports MIRRORING at offset 40.
+	for _, topic := range []string{"paused", "stopped", "moved", "active"} {
+		p := part(topic)
+		s.running[p] = &owned{state: partstate.Next(partstate.Unknown, partstate.Lead).To}
+		s.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateLogTruncation, DestinationLogEndOffset: 30})
+		s.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateMirroring, DestinationLogEndOffset: 40})
+		// The data plane's own STOPPING is no event of the owner's.
+		s.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateStopping, DestinationLogEndOffset: 40})
+	}
+	s.flush(ctx)
+	for _, topic := range []string{"paused", "stopped", "moved", "active"} {
+		if got, off := recorded(topic); got != "MIRRORING" || off != 40 {
+			t.Fatalf("%s recorded as %s at %d, want MIRRORING at 40", topic, got, off)
+		}
+	}
+
+	st.Topics["paused"].Status = fsm.TopicPaused
+	st.Topics["stopped"].Status = fsm.TopicStopped
+	atRemoval := map[string]string{}
+	plane.onStop = func(p fetcher.Partition) { atRemoval[p.Topic], _ = recorded(p.Topic) }
+	for _, topic := range []string{"paused", "stopped", "moved"} {
+		s.letGo(ctx, st, part(topic))
+	}
+	s.flush(ctx)
+	for topic, want := range map[string][2]string{
+		"paused":  {"PAUSING", "PAUSED"},
+		"stopped": {"STOPPING", "STOPPING"}, // STOPPED is the stop sequence's
+		"moved":   {"MIRRORING", "MIRRORING"},
+	} {
+		if got, _ := recorded(topic); atRemoval[topic] != want[0] || got != want[1] {
+			t.Errorf("%s: recorded %s when its driver was removed and %s after, want %s and %s", topic, atRemoval[topic], got, want[0], want[1])
+		}
+		if s.running[part(topic)] != nil {
+			t.Errorf("%s is still driven after it was let go", topic)
+		}
+	}
+
+	// Shutdown: the driver of "active" ends at offset 55 (the data plane's
+	// STOPPED, no event), and its state goes to __mirror_state with it.
+	s.StateChanged(fetcher.PartitionStatus{Partition: part("active"), State: fetcher.StateStopped, DestinationLogEndOffset: 55})
+	s.PersistStates(ctx)
+	if got, off := recorded("active"); got != "MIRRORING" || off != 55 {
+		t.Fatalf("after PersistStates active is recorded as %s at %d, want MIRRORING at 55", got, off)
+	}
+}
