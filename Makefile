@@ -18,9 +18,14 @@ LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X
 UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
 E2E_TIMEOUT ?= 35m
 
-.PHONY: all setup build test test-unit test-tools e2e lint demo bench e2e-fail-check release clean
+.PHONY: all generate setup build test test-unit test-tools e2e lint demo bench e2e-fail-check release clean
 
-all: build
+all: build generate
+
+# Files generated from code and committed: the Grafana dashboard
+# (tools/dashboard; a test fails when the committed JSON is stale).
+generate:
+	$(TOOLS_GO) run ./dashboard -out ../deploy/grafana/sidemirror.json
 
 setup:
 	@bash scripts/setup.sh

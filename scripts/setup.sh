@@ -4,7 +4,8 @@
 #   - Debian packages: kcat (independent test client), maven, a Java 17+ runtime,
 #     gcc (go test -race needs cgo), procps (ps, to check no JVM is left),
 #     openssl (the tests make certificates and encrypted keys with it),
-#     systemd (systemd-analyze verify of the unit) and rpm (checks the .rpm)
+#     systemd (systemd-analyze verify of the unit), rpm (checks the .rpm) and
+#     prometheus (promtool tests the alert rules)
 #   - Go modules of go.mod and tools/go.mod, and staticcheck for `make lint`
 #   - Apache Kafka's jars, resolved by Maven from Maven Central into
 #     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version)
@@ -28,6 +29,16 @@ if ((${#packages[@]})); then
 	say "installing Debian packages: ${packages[*]}"
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+fi
+# Prometheus: promtool for the alert rules' tests, the server for the
+# monitoring end-to-end test. Without its recommends (node exporter); the
+# package does not start a server outside systemd.
+if ! command -v promtool >/dev/null 2>&1; then
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+	say "installing Debian package prometheus"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
 java_major=$(java -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2}')

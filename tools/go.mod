@@ -93,6 +93,7 @@ require (
 )
 
 require (
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/sidemirror/sidemirror v0.0.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
