@@ -16,6 +16,7 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/urfave/cli/v2 v2.27.7
 	go.etcd.io/bbolt v1.3.5
+	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
