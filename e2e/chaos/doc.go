@@ -3,7 +3,8 @@
 // moments drawn from a seed, then an independent check that the destination
 // holds the source's records, no more and no fewer.
 //
-// Built so far: the fault schedule (schedule.go). Schedule draws one fault
+// Built so far: the fault schedule (schedule.go) and the checker's
+// comparisons and report (check.go). Schedule draws one fault
 // at a time from CHAOS_SEED (printed by every run, so that a failure
 // replays), each undone after its hold and followed by a quiet gap of 2 to
 // 8 s, until CHAOS_DURATION (20 minutes; 4 in CI) is over. A frozen sidecar
@@ -53,4 +54,5 @@
 //
 //	doc.go       this overview
 //	schedule.go  fault kinds, Schedule, CHAOS_SEED and CHAOS_DURATION, Summary
+//	check.go     kcat dumps, Compare, SeqStats (duplicates and gaps), Report
 package chaos

@@ -1,0 +1,154 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DumpFormat makes kcat print everything a record carries, one line each:
+// offset, timestamp, key and value lengths (-1 for null), key, value and
+// headers. The workload writes keys, values and headers without newlines.
+const DumpFormat = `%o %T %K %S %k %s %h\n`
+
+// SeqHeader is the header every record of the plain topic's workload
+// carries: "<producer>:<n>", n counting from 0 per producer.
+const SeqHeader = "chaos-seq"
+
+// Kcat dumps partition p of topic with kcat (connection arguments in conn,
+// such as testbed's Cluster.KcatArgs), reading with isolation
+// ("read_committed" or "read_uncommitted"). It is the checker's only way
+// to read a cluster: an independent client, not this repository's code.
+func Kcat(ctx context.Context, conn []string, topic string, p int32, isolation string) ([]string, error) {
+	args := append(slices.Clone(conn), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
+		"-o", "beginning", "-e", "-q", "-X", "isolation.level="+isolation, "-f", DumpFormat)
+	cmd := exec.CommandContext(ctx, "kcat", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kcat %s-%d (%s): %w: %s", topic, p, isolation, err, strings.TrimSpace(stderr.String()))
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		lines = nil
+	}
+	return lines, nil
+}
+
+// Compare compares a source and a destination dump record for record and
+// describes the first difference ("" when they are equal).
+func Compare(src, dst []string) string {
+	for i := range min(len(src), len(dst)) {
+		if src[i] != dst[i] {
+			return fmt.Sprintf("record %d differs:\nsource:      %.300q\ndestination: %.300q", i, src[i], dst[i])
+		}
+	}
+	switch {
+	case len(src) > len(dst):
+		return fmt.Sprintf("the destination lacks %d records from %.300q on", len(src)-len(dst), src[len(dst)])
+	case len(dst) > len(src):
+		return fmt.Sprintf("the destination has %d records more, from %.300q on", len(dst)-len(src), dst[len(src)])
+	}
+	return ""
+}
+
+// SeqStats counts, in dumps of the plain topic, records whose SeqHeader
+// value appears more than once (duplicates) and sequence numbers that
+// acked (producer -> how many records the source acknowledged) promises but
+// that no record carries (gaps).
+func SeqStats(dumps [][]string, acked map[string]int) (dups, gaps int) {
+	seen := make(map[string]map[int]int)
+	for _, lines := range dumps {
+		for _, l := range lines {
+			prod, n, ok := seqOf(l)
+			if !ok {
+				continue
+			}
+			if seen[prod] == nil {
+				seen[prod] = make(map[int]int)
+			}
+			seen[prod][n]++
+		}
+	}
+	for _, byN := range seen {
+		for _, c := range byN {
+			dups += c - 1
+		}
+	}
+	for prod, n := range acked {
+		for i := range n {
+			if seen[prod][i] == 0 {
+				gaps++
+			}
+		}
+	}
+	return dups, gaps
+}
+
+// seqOf finds "chaos-seq=<producer>:<n>" in a dump line's headers.
+func seqOf(line string) (string, int, bool) {
+	i := strings.LastIndex(line, SeqHeader+"=")
+	if i < 0 {
+		return "", 0, false
+	}
+	v := line[i+len(SeqHeader)+1:]
+	if j := strings.IndexAny(v, ", "); j >= 0 {
+		v = v[:j]
+	}
+	prod, num, ok := strings.Cut(v, ":")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return "", 0, false
+	}
+	return prod, n, true
+}
+
+// Report is what a run prints at the end.
+type Report struct {
+	Seed       uint64
+	Duration   time.Duration
+	Faults     map[Kind]int
+	Records    int           // records compared, both isolation levels
+	Duplicates int           // see SeqStats
+	Gaps       int           // see SeqStats
+	Converged  time.Duration // from the end of the last fault until the end offsets matched
+	Failed     []string      // partitions FAILED in describe
+	Problems   []string      // every difference found
+}
+
+// OK reports whether the run met issue 14's bar.
+func (r Report) OK() bool {
+	return r.Duplicates == 0 && r.Gaps == 0 && len(r.Failed) == 0 && len(r.Problems) == 0 && r.Converged <= 60*time.Second
+}
+
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos run: CHAOS_SEED=%d CHAOS_DURATION=%s\n", r.Seed, r.Duration)
+	total := 0
+	for _, k := range Kinds() {
+		if n := r.Faults[k]; n > 0 {
+			fmt.Fprintf(&b, "  faults %-24s %d\n", k, n)
+			total += n
+		}
+	}
+	fmt.Fprintf(&b, "  faults total %d, records checked %d, duplicates %d, gaps %d, converged %s after the last fault\n",
+		total, r.Records, r.Duplicates, r.Gaps, r.Converged.Round(time.Millisecond))
+	for _, f := range r.Failed {
+		fmt.Fprintf(&b, "  FAILED partition: %s\n", f)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "  problem: %s\n", p)
+	}
+	if r.OK() {
+		b.WriteString("  result: PASS\n")
+	} else {
+		b.WriteString("  result: FAIL\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,51 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCompare(t *testing.T) {
+	a := []string{"0 1 1 1 k v chaos-seq=p:0", "1 2 1 1 k w chaos-seq=p:1"}
+	tests := []struct {
+		name     string
+		src, dst []string
+		want     string
+	}{
+		{"equal", a, a, ""},
+		{"differs", a, []string{a[0], "1 2 1 1 k x chaos-seq=p:1"}, "record 1 differs"},
+		{"shorter", a, a[:1], "lacks 1 records"},
+		{"longer", a[:1], a, "1 records more"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Compare(tc.src, tc.dst)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("Compare = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSeqStats(t *testing.T) {
+	dumps := [][]string{
+		{"0 1 1 1 k v chaos-seq=p:0", "1 1 1 1 k v other=1,chaos-seq=p:1", "2 1 1 1 k v chaos-seq=p:1"},
+		{"0 1 1 1 k v chaos-seq=q:0", "1 1 -1 -1   "},
+	}
+	dups, gaps := SeqStats(dumps, map[string]int{"p": 3, "q": 1})
+	if dups != 1 || gaps != 1 {
+		t.Fatalf("dups %d gaps %d, want 1 and 1 (p:1 twice, p:2 missing)", dups, gaps)
+	}
+}
+
+func TestReport(t *testing.T) {
+	r := Report{Seed: 9, Duration: 4 * time.Minute, Faults: map[Kind]int{KillSidecar: 2}, Records: 10, Converged: 3 * time.Second}
+	if !r.OK() || !strings.Contains(r.String(), "CHAOS_SEED=9") || !strings.Contains(r.String(), "kill-sidecar") {
+		t.Fatalf("report:\n%s", r)
+	}
+	r.Converged = 61 * time.Second
+	if r.OK() {
+		t.Fatal("a run that converged after 61 s passed")
+	}
+}
