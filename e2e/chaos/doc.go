@@ -3,9 +3,9 @@
 // moments drawn from a seed, then an independent check that the destination
 // holds the source's records, no more and no fewer.
 //
-// Built so far: the fault schedule (schedule.go) and the checker's
-// comparisons and report (check.go). Schedule draws one fault
-// at a time from CHAOS_SEED (printed by every run, so that a failure
+// Built so far: the fault schedule (schedule.go), the workload
+// (workload.go) and the checker's comparisons and report (check.go).
+// Schedule draws one fault at a time from CHAOS_SEED (printed by every run, so that a failure
 // replays), each undone after its hold and followed by a quiet gap of 2 to
 // 8 s, until CHAOS_DURATION (20 minutes; 4 in CI) is over. A frozen sidecar
 // or broker stays frozen longer than the failover timeout, so that the
@@ -18,10 +18,10 @@
 // (Topology.Kinds): the loopback bed has no hosts and no tmpfs; the
 // multi-host bed (network namespaces, e2e/testbed) has them all.
 //
-// # The run (to build on the test bed)
+// # The run (the runner on the test bed is still to build)
 //
-// Workload, all on the source, for the whole run and a little after the
-// last fault:
+// Workload (StartWorkload), all on the source, for the whole run and a
+// little after the last fault:
 //   - an idempotent producer into a plain topic (6 partitions), each record
 //     carrying its producer's name and a sequence number in a header, so a
 //     duplicate or a gap names the record;
@@ -54,5 +54,6 @@
 //
 //	doc.go       this overview
 //	schedule.go  fault kinds, Schedule, CHAOS_SEED and CHAOS_DURATION, Summary
+//	workload.go  Workload: the idempotent, transactional and compacting producers and the group
 //	check.go     kcat dumps, Compare, SeqStats (duplicates and gaps), Report
 package chaos
