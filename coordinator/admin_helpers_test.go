@@ -120,7 +120,8 @@ func (c *sidecarCluster) startSidecar(id int32) {
 	plane := &fakeDataPlane{}
 	svc, err := NewService(ServiceConfig{
 		BrokerID: id, Node: n, Peers: peers, Destination: NewDestination(dest, ""), DestClient: dest,
-		DataPlane: plane, SourceDialer: testSourceDialer, Logger: zaptest.NewLogger(t),
+		NewDataPlane: func(DataPlaneEvents, fetcher.OffsetMaps) (DataPlane, error) { return plane, nil },
+		SourceDialer: testSourceDialer, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

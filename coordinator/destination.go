@@ -84,6 +84,54 @@ func MirrorTopicConfigs(sourceOverrides map[string]string, sourceMaxMessageBytes
 	return out
 }
 
+// partitionMeta is a destination partition as Metadata tells: its leader
+// and leader epoch, replicas and in-sync replicas, and its error (a
+// partition with LEADER_NOT_AVAILABLE still names its replicas).
+type partitionMeta struct {
+	leader, epoch int32
+	replicas, isr []int32
+	err           error
+}
+
+// topicMeta is a destination topic as Metadata tells: its error
+// (UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist) or its
+// partitions.
+type topicMeta struct {
+	err        error
+	partitions map[int32]partitionMeta
+}
+
+// destinationMetadata is the one way the coordinator asks the destination
+// for topics' partitions (Metadata, never creating a topic that does not
+// exist). It returns an error only when the request fails; each topic has
+// its own error.
+func destinationMetadata(ctx context.Context, cl *kgo.Client, topics []string) (map[string]topicMeta, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false // a deleted topic must stay deleted
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]topicMeta, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		tm := topicMeta{err: kerr.ErrorForCode(t.ErrorCode), partitions: make(map[int32]partitionMeta, len(t.Partitions))}
+		for _, p := range t.Partitions {
+			tm.partitions[p.Partition] = partitionMeta{leader: p.Leader, epoch: p.LeaderEpoch, replicas: p.Replicas, isr: p.ISR,
+				err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		out[*t.Topic] = tm
+	}
+	return out, nil
+}
+
 // ExistingTopic describes a destination topic found where a mirror topic is
 // to be created.
 type ExistingTopic struct {
@@ -94,32 +142,31 @@ type ExistingTopic struct {
 // DescribeTopic returns the destination topic's partition count and whether
 // it is empty, or nil when it does not exist.
 func (d *Destination) DescribeTopic(ctx context.Context, topic string) (*ExistingTopic, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, d.cl)
+	md, err := destinationMetadata(ctx, d.cl, []string{topic})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: %w", topic, err)
 	}
-	if len(resp.Topics) != 1 {
-		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: %d topics in response", topic, len(resp.Topics))
+	if len(md) != 1 {
+		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: %d topics in response", topic, len(md))
 	}
-	mt := resp.Topics[0]
-	if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+	mt, ok := md[topic]
+	if !ok {
+		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: another topic in response", topic)
+	}
+	if err := mt.err; err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("coordinator: metadata of destination topic %s: %w", topic, err)
 	}
-	ex := &ExistingTopic{Partitions: int32(len(mt.Partitions)), Empty: true}
+	ex := &ExistingTopic{Partitions: int32(len(mt.partitions)), Empty: true}
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lo.ReplicaID = -1
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = topic
-	for _, p := range mt.Partitions {
+	for _, p := range slices.Sorted(maps.Keys(mt.partitions)) {
 		lp := kmsg.NewListOffsetsRequestTopicPartition()
-		lp.Partition = p.Partition
+		lp.Partition = p
 		lp.Timestamp = -1
 		lp.CurrentLeaderEpoch = -1
 		lt.Partitions = append(lt.Partitions, lp)
@@ -190,12 +237,6 @@ const (
 	aclPermAllow       int8 = 3
 	everyone                = "User:*"
 )
-
-// ErrNoAuthorizer is returned when the destination brokers run without an
-// authorizer, so read-only mirror topics cannot be enforced.
-var ErrNoAuthorizer = errors.New("coordinator: the destination cluster has no authorizer, so mirror topics cannot be made read-only; " +
-	"enable one on the brokers (authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer) " +
-	"or set mirror.readonly.enforcement=none on the mirror to mirror without protection")
 
 // topicACLs returns every ACL that applies to topic: literal, prefixed and
 // wildcard ones (pattern type MATCH). ErrNoAuthorizer when there is no

@@ -9,17 +9,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
-	"github.com/sidemirror/sidemirror/protocol"
 )
 
 // discoveryCheckInterval is how often the discovery loop looks for mirrors
 // whose refresh interval has passed.
 const discoveryCheckInterval = time.Second
 
-// runDiscovery runs discover until ctx ends.
-func (s *Service) runDiscovery(ctx context.Context) {
+// runDiscovery runs discover until ctx ends. Service.Run runs it.
+func (ms *metaSync) runDiscovery(ctx context.Context) {
 	last := map[string]time.Time{} // mirror -> last discovery
-	every(ctx, discoveryCheckInterval, func() { s.discover(ctx, last) })
+	every(ctx, discoveryCheckInterval, func() { ms.discover(ctx, last) })
 }
 
 // every calls fn every interval until ctx ends; the first call is one
@@ -42,12 +41,12 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 // Only the raft leader runs it, once per mirror per
 // mirror.metadata.refresh.interval.ms, for every due mirror at once: a
 // mirror whose source does not answer does not delay the others.
-func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
-	if !s.cfg.Node.IsLeader() {
+func (ms *metaSync) discover(ctx context.Context, last map[string]time.Time) {
+	if !ms.ctl.IsLeader() {
 		return
 	}
-	st := s.state()
-	now := s.cfg.Now()
+	st := ms.ctl.State()
+	now := ms.now()
 	var wg sync.WaitGroup
 	for _, name := range st.MirrorNames() {
 		m := st.Mirrors[name]
@@ -58,16 +57,16 @@ func (s *Service) discover(ctx context.Context, last map[string]time.Time) {
 			continue
 		}
 		wg.Go(func() {
-			if err := s.discoverMirror(ctx, st, m); err != nil {
-				s.log.Warn("topic discovery", zap.String("mirror", name), zap.Error(err))
+			if err := ms.discoverMirror(ctx, st, m); err != nil {
+				ms.log.Warn("topic discovery", zap.String("mirror", name), zap.Error(err))
 			}
 		})
 	}
 	wg.Wait()
 }
 
-func (s *Service) discoverMirror(ctx context.Context, st *fsm.State, m *fsm.Mirror) error {
-	src, err := s.sourceClient(sourceConfig(m.Config))
+func (ms *metaSync) discoverMirror(ctx context.Context, st *fsm.State, m *fsm.Mirror) error {
+	src, err := newSourceClient(ms.dial, sourceConfig(m.Config))
 	if err != nil {
 		return err
 	}
@@ -91,14 +90,14 @@ func (s *Service) discoverMirror(ctx context.Context, st *fsm.State, m *fsm.Mirr
 	if len(fresh) == 0 {
 		return nil
 	}
-	s.log.Info("discovered new source topics", zap.String("mirror", m.Name), zap.Strings("topics", fresh))
-	resp := s.startTopics(ctx, &protocol.StartMirrorTopicsRequest{MirrorName: m.Name, TopicPatterns: fresh}).(*protocol.StartMirrorTopicsResponse)
-	if resp.ErrorCode != 0 {
-		s.log.Warn("could not start discovered topics", zap.String("mirror", m.Name), zap.String("error", deref(resp.ErrorMessage)))
+	ms.log.Info("discovered new source topics", zap.String("mirror", m.Name), zap.Strings("topics", fresh))
+	res := ms.starter.start(ctx, startRequest{mirror: m.Name, patterns: fresh})
+	if res.code != 0 {
+		ms.log.Warn("could not start discovered topics", zap.String("mirror", m.Name), zap.String("error", deref(res.message)))
 	}
-	for _, tr := range resp.Topics {
+	for _, tr := range res.topics {
 		if tr.ErrorCode != 0 {
-			s.log.Warn("could not start a discovered topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name), zap.String("error", deref(tr.ErrorMessage)))
+			ms.log.Warn("could not start a discovered topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name), zap.String("error", deref(tr.ErrorMessage)))
 		}
 	}
 	return nil

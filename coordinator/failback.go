@@ -192,10 +192,10 @@ func divergenceMessage(topic string, found []fsm.Divergence, started bool) strin
 // destination topic with the source topic. It returns the diverged
 // partitions (none when every destination log is a prefix of the
 // source's) and the destination log it read.
-func (s *Service) findDivergences(ctx context.Context, src *kgo.Client, topic string, partitions int32) ([]fsm.Divergence, *partitionLog, error) {
+func (a *admin) findDivergences(ctx context.Context, src *kgo.Client, topic string, partitions int32) ([]fsm.Divergence, *partitionLog, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	dl, err := openLog(ctx, s.cfg.Destination.cl, topic)
+	dl, err := openLog(ctx, a.dest.cl, topic)
 	if err != nil {
 		return nil, nil, fmt.Errorf("destination topic %s: %w", topic, err)
 	}

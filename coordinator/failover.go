@@ -11,11 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
-	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -54,8 +54,21 @@ const (
 	failoverWarnEvery = time.Minute
 )
 
-// failover is the state of the failover loop, owned by its goroutine.
+// failover is the dead-sidecar failover (DESIGN D7): the raft leader's
+// loop that probes the sidecars and moves leadership of a dead sidecar's
+// broker's mirror partitions away and back. Its state is owned by its
+// goroutine (run): no lock.
 type failover struct {
+	brokerID int32
+	ctl      controller
+	peers    peerClient
+	destCl   *kgo.Client
+	local    func() map[fsm.TopicPartition]bool // the partitions this sidecar drives
+	timeout  time.Duration                      // sidecar.failover.timeout.ms
+	now      func() time.Time
+	log      *zap.Logger
+	reg      prometheus.Registerer
+
 	live    *liveness
 	leading bool
 	// probe checks the sidecar at addr; nil means it answered.
@@ -69,26 +82,25 @@ type failover struct {
 	collectors []prometheus.Collector
 }
 
-func (s *Service) newFailover() *failover {
-	f := &failover{
-		live: newLiveness(s.cfg.BrokerID, s.cfg.FailoverTimeout, failoverProbeTimeout+failoverCheckInterval, failoverCheckInterval),
-		probe: func(ctx context.Context, addr string) error {
-			_, err := s.cfg.Peers.Do(ctx, addr, &protocol.ApiVersionsRequest{})
-			return err
-		},
-		warned: map[string]time.Time{},
-		alive: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sidemirror_sidecars_alive",
-			Help: "Sidecars the raft leader sees alive (answering within sidecar.failover.timeout.ms), itself included; 0 on the other sidecars.",
-		}),
+// newFailover returns f with its liveness tracker, probe and metrics.
+func newFailover(f failover) *failover {
+	f.live = newLiveness(f.brokerID, f.timeout, failoverProbeTimeout+failoverCheckInterval, failoverCheckInterval)
+	f.probe = func(ctx context.Context, addr string) error {
+		_, err := f.peers.Do(ctx, addr, &protocol.ApiVersionsRequest{})
+		return err
 	}
+	f.warned = map[string]time.Time{}
+	f.alive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sidemirror_sidecars_alive",
+		Help: "Sidecars the raft leader sees alive (answering within sidecar.failover.timeout.ms), itself included; 0 on the other sidecars.",
+	})
 	moves := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sidemirror_partition_leadership_moves_total",
 		Help: "Leadership moves of mirror partitions made as raft leader: away from brokers whose sidecar is dead, and back once it is alive.",
 	}, []string{"direction"})
 	f.movesAway, f.movesBack = moves.WithLabelValues("away"), moves.WithLabelValues("back")
 	f.collectors = []prometheus.Collector{f.alive, moves}
-	return f
+	return &f
 }
 
 // register registers the metrics on reg (nil: none); unregister undoes it.
@@ -110,26 +122,28 @@ func (f *failover) register(reg prometheus.Registerer) error {
 }
 
 func (f *failover) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
 	for _, c := range f.collectors {
 		reg.Unregister(c)
 	}
 }
 
-// runFailover checks the sidecars every failoverCheckInterval while this
-// sidecar is the raft leader and moves leadership as DESIGN D7 says, until
-// ctx ends. Service.Run runs it.
-func (s *Service) runFailover(ctx context.Context) {
-	f := s.newFailover()
-	if err := f.register(s.cfg.Registerer); err != nil {
-		s.log.Warn("failover metrics are not exported", zap.Error(err))
+// run checks the sidecars every failoverCheckInterval while this sidecar
+// is the raft leader and moves leadership as DESIGN D7 says, until ctx
+// ends. Service.Run runs it.
+func (f *failover) run(ctx context.Context) {
+	if err := f.register(f.reg); err != nil {
+		f.log.Warn("failover metrics are not exported", zap.Error(err))
 	}
-	defer f.unregister(s.cfg.Registerer)
-	every(ctx, failoverCheckInterval, func() { s.failoverRound(ctx, f) })
+	defer f.unregister(f.reg)
+	every(ctx, failoverCheckInterval, func() { f.round(ctx) })
 }
 
-// failoverRound runs one check and acts on it.
-func (s *Service) failoverRound(ctx context.Context, f *failover) {
-	if !s.cfg.Node.IsLeader() {
+// round runs one check and acts on it.
+func (f *failover) round(ctx context.Context) {
+	if !f.ctl.IsLeader() {
 		if f.leading {
 			f.leading = false
 			f.live.reset()
@@ -142,27 +156,27 @@ func (s *Service) failoverRound(ctx context.Context, f *failover) {
 		// contact and dead only after a full timeout it observed itself.
 		f.leading = true
 		f.live.reset()
-		s.log.Info("checking the sidecars' liveness as raft leader", zap.Duration("failover-timeout", s.cfg.FailoverTimeout))
+		f.log.Info("checking the sidecars' liveness as raft leader", zap.Duration("failover-timeout", f.timeout))
 	}
-	st := s.state()
-	died, revived := f.live.observe(s.cfg.Now(), s.probeSidecars(ctx, f, st))
+	st := f.ctl.State()
+	died, revived := f.live.observe(f.now(), f.probeSidecars(ctx, st))
 	if ctx.Err() != nil {
 		return
 	}
 	for _, id := range died {
-		s.log.Warn("sidecar is dead: moving leadership of its broker's mirror partitions to brokers with live sidecars",
-			zap.Int32("broker-id", id), zap.String("admin-address", sidecarAdminAddr(st, id)), zap.Duration("failover-timeout", s.cfg.FailoverTimeout))
+		f.log.Warn("sidecar is dead: moving leadership of its broker's mirror partitions to brokers with live sidecars",
+			zap.Int32("broker-id", id), zap.String("admin-address", sidecarAdminAddr(st, id)), zap.Duration("failover-timeout", f.timeout))
 	}
 	for _, id := range revived {
-		s.log.Info("sidecar is alive again: its broker's mirror partitions move back once it no longer drives them",
+		f.log.Info("sidecar is alive again: its broker's mirror partitions move back once it no longer drives them",
 			zap.Int32("broker-id", id), zap.String("admin-address", sidecarAdminAddr(st, id)))
 	}
 	f.alive.Set(float64(f.live.aliveCount()))
 	if len(f.live.deadIDs()) == 0 && len(st.MovedPartitions) == 0 {
 		return
 	}
-	if err := s.moveLeadership(ctx, f, st); err != nil && ctx.Err() == nil {
-		s.log.Warn("moving leadership of mirror partitions; retrying next round", zap.Error(err))
+	if err := f.moveLeadership(ctx, st); err != nil && ctx.Err() == nil {
+		f.log.Warn("moving leadership of mirror partitions; retrying next round", zap.Error(err))
 	}
 }
 
@@ -175,12 +189,12 @@ func sidecarAdminAddr(st *fsm.State, id int32) string {
 
 // probeSidecars checks every registered sidecar but this one, in parallel,
 // and returns which answered.
-func (s *Service) probeSidecars(ctx context.Context, f *failover, st *fsm.State) map[int32]bool {
+func (f *failover) probeSidecars(ctx context.Context, st *fsm.State) map[int32]bool {
 	answered := make(map[int32]bool, len(st.Sidecars))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for id, sc := range st.Sidecars {
-		if id == s.cfg.BrokerID {
+		if id == f.brokerID {
 			continue
 		}
 		if sc.AdminAddr == "" {
@@ -194,7 +208,7 @@ func (s *Service) probeSidecars(ctx context.Context, f *failover, st *fsm.State)
 			err := f.probe(pctx, sc.AdminAddr)
 			cancel()
 			if err != nil {
-				s.log.Debug("liveness check failed", zap.Int32("broker-id", id), zap.String("admin-address", sc.AdminAddr), zap.Error(err))
+				f.log.Debug("liveness check failed", zap.Int32("broker-id", id), zap.String("admin-address", sc.AdminAddr), zap.Error(err))
 			}
 			mu.Lock()
 			answered[id] = err == nil
@@ -222,7 +236,7 @@ type leaderMove struct {
 }
 
 // moveLeadership plans and carries out the moves of one round.
-func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State) error {
+func (f *failover) moveLeadership(ctx context.Context, st *fsm.State) error {
 	dead := f.live.deadIDs()
 	topics := map[string]bool{}
 	if len(dead) > 0 {
@@ -238,7 +252,7 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 	if len(topics) == 0 {
 		return nil
 	}
-	md, err := s.partitionMetadata(ctx, slices.Sorted(maps.Keys(topics)))
+	md, err := f.partitionMetadata(ctx, slices.Sorted(maps.Keys(topics)))
 	if err != nil {
 		return err
 	}
@@ -248,7 +262,7 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 	askErr := map[int32]error{}
 	drives := func(broker int32, tp fsm.TopicPartition) (bool, error) {
 		if _, ok := asked[broker]; !ok && askErr[broker] == nil {
-			asked[broker], askErr[broker] = s.drivenBy(ctx, st, broker)
+			asked[broker], askErr[broker] = f.drivenBy(ctx, st, broker)
 		}
 		if err := askErr[broker]; err != nil {
 			return false, err
@@ -259,7 +273,7 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 	away, awaySkips := planAway(st, md, dead, f.live.back, drives, back)
 	skips = append(skips, awaySkips...)
 	for _, sk := range skips {
-		f.warn(s, sk.key(), "skipping a leadership move of a mirror partition this round", sk.fields()...)
+		f.warn(sk.key(), "skipping a leadership move of a mirror partition this round", sk.fields()...)
 	}
 	moves := append(back, away...)
 	if len(moves) == 0 && len(clears) == 0 {
@@ -274,13 +288,13 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 		}
 	}
 	if len(reorder) > 0 {
-		busy, err := s.reassigning(ctx, reorder)
+		busy, err := f.reassigning(ctx, reorder)
 		if err != nil {
 			return err
 		}
 		moves = slices.DeleteFunc(moves, func(m leaderMove) bool {
 			if m.replicas != nil && busy[m.tp] {
-				f.warn(s, "busy/"+tpKey(m.tp), "skipping a leadership move of a mirror partition this round: a partition reassignment is in progress",
+				f.warn("busy/"+tpKey(m.tp), "skipping a leadership move of a mirror partition this round: a partition reassignment is in progress",
 					zap.String("topic", m.tp.Topic), zap.Int32("partition", m.tp.Partition))
 				return true
 			}
@@ -296,8 +310,8 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 		}
 	}
 	if len(record) > 0 {
-		if err := s.applyChecked(ctx, fsm.RecordReplicaOrder{Partitions: record}); err != nil {
-			s.log.Warn("cannot record the original replica order; moving no partition that needs it", zap.Error(err))
+		if err := f.apply(ctx, fsm.RecordReplicaOrder{Partitions: record}); err != nil {
+			f.log.Warn("cannot record the original replica order; moving no partition that needs it", zap.Error(err))
 			moves = slices.DeleteFunc(moves, func(m leaderMove) bool { return m.original != nil })
 		}
 	}
@@ -310,12 +324,12 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 		}
 	}
 	if len(alter) > 0 {
-		errs, err := s.alterReplicaOrder(ctx, alter)
+		errs, err := f.alterReplicaOrder(ctx, alter)
 		if err != nil {
 			return err
 		}
 		for tp, err := range errs {
-			f.warn(s, "alter/"+tpKey(tp), "reordering the replicas of a mirror partition failed; retrying next round",
+			f.warn("alter/"+tpKey(tp), "reordering the replicas of a mirror partition failed; retrying next round",
 				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 			failed[tp] = true
 		}
@@ -327,12 +341,12 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 		}
 	}
 	if len(elect) > 0 {
-		errs, err := s.electPreferred(ctx, elect)
+		errs, err := f.electPreferred(ctx, elect)
 		if err != nil {
 			return err
 		}
 		for tp, err := range errs {
-			f.warn(s, "elect/"+tpKey(tp), "electing the preferred leader of a mirror partition failed; retrying next round",
+			f.warn("elect/"+tpKey(tp), "electing the preferred leader of a mirror partition failed; retrying next round",
 				zap.String("topic", tp.Topic), zap.Int32("partition", tp.Partition), zap.Error(err))
 			failed[tp] = true
 		}
@@ -349,14 +363,14 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 		if m.back {
 			f.movesBack.Inc()
 			clears = append(clears, m.tp)
-			s.log.Info("moved leadership of a mirror partition back: its sidecar is alive again", fields...)
+			f.log.Info("moved leadership of a mirror partition back: its sidecar is alive again", fields...)
 		} else {
 			f.movesAway.Inc()
-			s.log.Info("moved leadership of a mirror partition away from a broker whose sidecar is dead", fields...)
+			f.log.Info("moved leadership of a mirror partition away from a broker whose sidecar is dead", fields...)
 		}
 	}
 	if len(clears) > 0 {
-		if err := s.applyChecked(ctx, fsm.ClearReplicaOrder{Partitions: clears}); err != nil {
+		if err := f.apply(ctx, fsm.ClearReplicaOrder{Partitions: clears}); err != nil {
 			return fmt.Errorf("clearing the recorded replica order of restored partitions: %w", err)
 		}
 	}
@@ -365,14 +379,14 @@ func (s *Service) moveLeadership(ctx context.Context, f *failover, st *fsm.State
 
 // warn logs at warn level, or at debug level when the same key was warned
 // about within failoverWarnEvery.
-func (f *failover) warn(s *Service, key, msg string, fields ...zap.Field) {
-	now := s.cfg.Now()
+func (f *failover) warn(key, msg string, fields ...zap.Field) {
+	now := f.now()
 	if last, ok := f.warned[key]; ok && now.Sub(last) < failoverWarnEvery {
-		s.log.Debug(msg, fields...)
+		f.log.Debug(msg, fields...)
 		return
 	}
 	f.warned[key] = now
-	s.log.Warn(msg, fields...)
+	f.log.Warn(msg, fields...)
 }
 
 func tpKey(tp fsm.TopicPartition) string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
@@ -550,65 +564,49 @@ func sameSet(a, b []int32) bool {
 	return true
 }
 
-// applyChecked applies c through raft and returns its error, the command's
-// own included.
-func (s *Service) applyChecked(ctx context.Context, c fsm.Command) error {
+// apply applies c through raft, bounded, and returns its error, the
+// command's own included.
+func (f *failover) apply(ctx context.Context, c fsm.Command) error {
 	actx, cancel := context.WithTimeout(ctx, failoverKafkaTimeout)
 	defer cancel()
-	res, err := s.apply(actx, c)
-	if err != nil {
-		return err
-	}
-	return raftnode.ResultErr(res)
+	_, err := applyChecked(actx, f.ctl, c)
+	return err
 }
 
 // partitionMetadata returns leader, replicas and ISR of every partition of
 // topics on the destination. Topics the destination does not know are
 // left out; any other error fails the call, so that no partition is taken
 // for gone by mistake.
-func (s *Service) partitionMetadata(ctx context.Context, topics []string) (map[string]map[int32]partitionInfo, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false // a deleted topic must stay deleted
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
+func (f *failover) partitionMetadata(ctx context.Context, topics []string) (map[string]map[int32]partitionInfo, error) {
 	mctx, cancel := context.WithTimeout(ctx, failoverKafkaTimeout)
 	defer cancel()
-	resp, err := req.RequestWith(mctx, s.cfg.DestClient)
+	md, err := destinationMetadata(mctx, f.destCl, topics)
 	if err != nil {
 		return nil, fmt.Errorf("destination metadata: %w", err)
 	}
 	out := map[string]map[int32]partitionInfo{}
-	for _, t := range resp.Topics {
-		if t.Topic == nil {
+	for name, t := range md {
+		switch {
+		case errors.Is(t.err, kerr.UnknownTopicOrPartition):
 			continue
-		}
-		switch err := kerr.ErrorForCode(t.ErrorCode); {
-		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("destination metadata of topic %s: %w", *t.Topic, err)
+		case t.err != nil:
+			return nil, fmt.Errorf("destination metadata of topic %s: %w", name, t.err)
 		}
 		m := map[int32]partitionInfo{}
-		for _, p := range t.Partitions {
+		for p, pm := range t.partitions {
 			// LEADER_NOT_AVAILABLE still names replicas and ISR.
-			m[p.Partition] = partitionInfo{leader: p.Leader, replicas: p.Replicas, isr: p.ISR}
+			m[p] = partitionInfo{leader: pm.leader, replicas: pm.replicas, isr: pm.isr}
 		}
-		out[*t.Topic] = m
+		out[name] = m
 	}
 	return out, nil
 }
 
 // drivenBy returns the partitions the sidecar of broker drives.
-func (s *Service) drivenBy(ctx context.Context, st *fsm.State, broker int32) (map[fsm.TopicPartition]bool, error) {
+func (f *failover) drivenBy(ctx context.Context, st *fsm.State, broker int32) (map[fsm.TopicPartition]bool, error) {
 	out := map[fsm.TopicPartition]bool{}
-	if broker == s.cfg.BrokerID {
-		for _, ps := range s.cfg.DataPlane.Status() {
-			out[fsm.TopicPartition{Topic: ps.Topic, Partition: ps.Partition.Partition}] = true
-		}
-		return out, nil
+	if broker == f.brokerID {
+		return f.local(), nil
 	}
 	addr := sidecarAdminAddr(st, broker)
 	if addr == "" {
@@ -616,7 +614,7 @@ func (s *Service) drivenBy(ctx context.Context, st *fsm.State, broker int32) (ma
 	}
 	dctx, cancel := context.WithTimeout(ctx, failoverProbeTimeout)
 	defer cancel()
-	resp, err := s.cfg.Peers.Do(dctx, addr, &protocol.DescribeLocalPartitionsRequest{})
+	resp, err := f.peers.Do(dctx, addr, &protocol.DescribeLocalPartitionsRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -635,7 +633,7 @@ func (s *Service) drivenBy(ctx context.Context, st *fsm.State, broker int32) (ma
 }
 
 // reassigning returns which of tps have a reassignment in progress.
-func (s *Service) reassigning(ctx context.Context, tps []fsm.TopicPartition) (map[fsm.TopicPartition]bool, error) {
+func (f *failover) reassigning(ctx context.Context, tps []fsm.TopicPartition) (map[fsm.TopicPartition]bool, error) {
 	req := kmsg.NewPtrListPartitionReassignmentsRequest()
 	req.TimeoutMillis = int32(failoverKafkaTimeout / time.Millisecond)
 	for topic, parts := range groupByTopic(tps) {
@@ -645,7 +643,7 @@ func (s *Service) reassigning(ctx context.Context, tps []fsm.TopicPartition) (ma
 	}
 	lctx, cancel := context.WithTimeout(ctx, failoverKafkaTimeout)
 	defer cancel()
-	resp, err := req.RequestWith(lctx, s.cfg.DestClient)
+	resp, err := req.RequestWith(lctx, f.destCl)
 	if err != nil {
 		return nil, fmt.Errorf("destination ListPartitionReassignments: %w", err)
 	}
@@ -664,7 +662,7 @@ func (s *Service) reassigning(ctx context.Context, tps []fsm.TopicPartition) (ma
 // alterReplicaOrder sets the replica order of the moves' partitions. It
 // returns the error of each partition that failed, and an error when the
 // request failed as a whole.
-func (s *Service) alterReplicaOrder(ctx context.Context, moves []leaderMove) (map[fsm.TopicPartition]error, error) {
+func (f *failover) alterReplicaOrder(ctx context.Context, moves []leaderMove) (map[fsm.TopicPartition]error, error) {
 	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 	req.TimeoutMillis = int32(failoverKafkaTimeout / time.Millisecond)
 	req.AllowReplicationFactorChange = false
@@ -684,7 +682,7 @@ func (s *Service) alterReplicaOrder(ctx context.Context, moves []leaderMove) (ma
 	}
 	actx, cancel := context.WithTimeout(ctx, failoverKafkaTimeout)
 	defer cancel()
-	resp, err := req.RequestWith(actx, s.cfg.DestClient)
+	resp, err := req.RequestWith(actx, f.destCl)
 	if err != nil {
 		return nil, fmt.Errorf("destination AlterPartitionReassignments: %w", err)
 	}
@@ -704,7 +702,7 @@ func (s *Service) alterReplicaOrder(ctx context.Context, moves []leaderMove) (ma
 
 // electPreferred elects the preferred (first) replica of tps as leader. A
 // partition whose preferred replica leads already counts as success.
-func (s *Service) electPreferred(ctx context.Context, tps []fsm.TopicPartition) (map[fsm.TopicPartition]error, error) {
+func (f *failover) electPreferred(ctx context.Context, tps []fsm.TopicPartition) (map[fsm.TopicPartition]error, error) {
 	req := kmsg.NewPtrElectLeadersRequest()
 	req.ElectionType = 0 // preferred
 	req.TimeoutMillis = int32(failoverKafkaTimeout / time.Millisecond)
@@ -715,7 +713,7 @@ func (s *Service) electPreferred(ctx context.Context, tps []fsm.TopicPartition) 
 	}
 	ectx, cancel := context.WithTimeout(ctx, failoverKafkaTimeout)
 	defer cancel()
-	resp, err := req.RequestWith(ectx, s.cfg.DestClient)
+	resp, err := req.RequestWith(ectx, f.destCl)
 	if err != nil {
 		return nil, fmt.Errorf("destination ElectLeaders: %w", err)
 	}

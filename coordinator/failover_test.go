@@ -190,12 +190,11 @@ func TestGroupByTopic(t *testing.T) {
 // probeSidecars asks every registered sidecar but itself, bounds each check
 // by failoverProbeTimeout, and feeds a liveness tracker.
 func TestProbeSidecars(t *testing.T) {
-	s := &Service{cfg: ServiceConfig{BrokerID: 1, FailoverTimeout: 15 * time.Second}, log: zap.NewNop()}
 	st := fsm.NewState()
 	for id, addr := range map[int32]string{1: "self:9191", 2: "dead:9191", 3: "live:9191", 4: "frozen:9191", 5: ""} {
 		st.Sidecars[id] = &fsm.SidecarInfo{ID: id, RaftAddr: "r", AdminAddr: addr}
 	}
-	f := s.newFailover()
+	f := newFailover(failover{brokerID: 1, timeout: 15 * time.Second, now: time.Now, log: zap.NewNop()})
 	var mu sync.Mutex
 	var asked []string
 	f.probe = func(ctx context.Context, addr string) error {
@@ -212,7 +211,7 @@ func TestProbeSidecars(t *testing.T) {
 		return errors.New("connection refused")
 	}
 	start := time.Now()
-	got := s.probeSidecars(context.Background(), f, st)
+	got := f.probeSidecars(context.Background(), st)
 	if d := time.Since(start); d > failoverProbeTimeout+time.Second {
 		t.Fatalf("a round took %v, want about %v at most", d, failoverProbeTimeout)
 	}

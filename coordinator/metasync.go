@@ -13,7 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
-	"github.com/sidemirror/sidemirror/coordinator/raftnode"
+	"github.com/sidemirror/sidemirror/fetcher"
+	"github.com/sidemirror/sidemirror/protocol"
 )
 
 // Metadata sync (DESIGN D10, KIP-1279 §2.2): every
@@ -114,18 +115,47 @@ func (m *metaSyncMetrics) record(mirror, step string, items int, err error, now 
 	m.lastSuccess.WithLabelValues(mirror, step).Set(float64(now.UnixNano()) / 1e9)
 }
 
-// runMetadataSync syncs every mirror's metadata once per
+// metaSync is the metadata sync of DESIGN D10, with topic discovery and
+// the re-check of read-only ACLs: the raft leader's loops (run,
+// runDiscovery) that keep each mirror's destination topics in step with
+// the source. What others must act on goes through raft; the loops' own
+// state (when each mirror was last synced) belongs to their goroutines.
+type metaSync struct {
+	ctl     controller
+	dial    SourceDialer
+	dest    *Destination
+	destCl  *kgo.Client
+	states  stateReader // offset maps of translate-mode mirrors
+	starter topicStarter
+	timeout time.Duration // bounds one mirror's round (RequestTimeout)
+	now     func() time.Time
+	log     *zap.Logger
+	reg     prometheus.Registerer
+}
+
+// stateReader reads a mirror's persisted partition states (stateWriter).
+type stateReader interface {
+	readStatesOf(ctx context.Context, req *protocol.ReadMirrorStatesRequest) (map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition, error)
+}
+
+// topicStarter starts topics of a mirror as --start does (admin.start):
+// discovery starts the topics it finds through it.
+type topicStarter interface {
+	start(ctx context.Context, req startRequest) startResult
+}
+
+// run syncs every mirror's metadata once per
 // mirror.metadata.refresh.interval.ms while this sidecar is the raft leader,
 // until ctx ends. Service.Run runs it.
-func (s *Service) runMetadataSync(ctx context.Context) {
+func (ms *metaSync) run(ctx context.Context) {
 	m := newMetaSyncMetrics()
-	if err := m.register(s.cfg.Registerer); err != nil {
-		s.log.Warn("metadata sync metrics are not exported", zap.Error(err))
+	if err := m.register(ms.reg); err != nil {
+		ms.log.Warn("metadata sync metrics are not exported", zap.Error(err))
 	}
-	defer m.unregister(s.cfg.Registerer)
-	log := s.log.Named("metasync")
+	defer m.unregister(ms.reg)
+	log := ms.log.Named("metasync")
 	last := map[string]time.Time{} // mirror -> last sync
-	every(ctx, metaSyncCheckInterval, func() { s.syncDueMirrors(ctx, log, m, last) })
+	every(ctx, metaSyncCheckInterval, func() { ms.syncDueMirrors(ctx, log, m, last) })
 }
 
 // refreshDue reports whether mirror.metadata.refresh.interval.ms of m has
@@ -142,13 +172,13 @@ func refreshDue(m *fsm.Mirror, last map[string]time.Time, now time.Time) bool {
 // syncDueMirrors syncs, one after the other, the mirrors whose refresh
 // interval has passed since last[mirror], while this sidecar is the raft
 // leader.
-func (s *Service) syncDueMirrors(ctx context.Context, log *zap.Logger, m *metaSyncMetrics, last map[string]time.Time) {
-	if !s.cfg.Node.IsLeader() {
+func (ms *metaSync) syncDueMirrors(ctx context.Context, log *zap.Logger, m *metaSyncMetrics, last map[string]time.Time) {
+	if !ms.ctl.IsLeader() {
 		clear(last) // a new term of leadership syncs at once
 		return
 	}
-	st := s.state()
-	now := s.cfg.Now()
+	st := ms.ctl.State()
+	now := ms.now()
 	for name := range last {
 		if st.Mirrors[name] == nil {
 			delete(last, name)
@@ -159,7 +189,7 @@ func (s *Service) syncDueMirrors(ctx context.Context, log *zap.Logger, m *metaSy
 		if !refreshDue(mir, last, now) {
 			continue
 		}
-		s.syncMirrorMetadata(ctx, log.With(zap.String("mirror", name)), m, st, mir)
+		ms.syncMirrorMetadata(ctx, log.With(zap.String("mirror", name)), m, st, mir)
 		if ctx.Err() != nil {
 			return
 		}
@@ -169,7 +199,7 @@ func (s *Service) syncDueMirrors(ctx context.Context, log *zap.Logger, m *metaSy
 // metaSyncRound is one sync of one mirror: its clients and the topics in
 // scope.
 type metaSyncRound struct {
-	s      *Service
+	ms     *metaSync
 	log    *zap.Logger
 	mirror *fsm.Mirror
 	src    *kgo.Client
@@ -182,22 +212,22 @@ type metaSyncRound struct {
 }
 
 // syncMirrorMetadata runs every step for one mirror.
-func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, st *fsm.State, m *fsm.Mirror) {
-	defer s.recheckReadOnly(ctx, log, metrics, m.Name) // after the ACL sync, whatever the source steps did
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+func (ms *metaSync) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, st *fsm.State, m *fsm.Mirror) {
+	defer ms.recheckReadOnly(ctx, log, metrics, m.Name) // after the ACL sync, whatever the source steps did
+	ctx, cancel := context.WithTimeout(ctx, ms.timeout)
 	defer cancel()
-	src, err := s.sourceClient(sourceConfig(m.Config))
+	src, err := newSourceClient(ms.dial, sourceConfig(m.Config))
 	if err != nil {
-		metrics.record(m.Name, stepClusterID, 0, err, s.cfg.Now())
+		metrics.record(m.Name, stepClusterID, 0, err, ms.now())
 		log.Warn("metadata sync: cannot connect to the source", zap.Error(err))
 		return
 	}
 	defer src.Close()
-	r := &metaSyncRound{s: s, log: log, mirror: m, src: src, srcAdm: kadm.NewClient(src), dstAdm: kadm.NewClient(s.cfg.DestClient),
+	r := &metaSyncRound{ms: ms, log: log, mirror: m, src: src, srcAdm: kadm.NewClient(src), dstAdm: kadm.NewClient(ms.destCl),
 		topics: map[string]*fsm.MirrorTopic{}}
 	step := func(name string, f func(context.Context) (int, error)) error {
 		items, err := f(ctx)
-		metrics.record(m.Name, name, items, err, s.cfg.Now())
+		metrics.record(m.Name, name, items, err, ms.now())
 		if err != nil && ctx.Err() == nil {
 			log.Warn("metadata sync step failed", zap.String("step", name), zap.Error(err))
 		}
@@ -230,11 +260,8 @@ func (s *Service) syncMirrorMetadata(ctx context.Context, log *zap.Logger, metri
 
 // apply proposes a command and turns a failed result into an error.
 func (r *metaSyncRound) apply(ctx context.Context, c fsm.Command) error {
-	res, err := r.s.apply(ctx, c)
-	if err != nil {
-		return err
-	}
-	return raftnode.ResultErr(res)
+	_, err := applyChecked(ctx, r.ms.ctl, c)
+	return err
 }
 
 // syncClusterID compares the source's cluster ID with the mirror's, records
@@ -333,7 +360,7 @@ func (r *metaSyncRound) syncPartitions(ctx context.Context) (int, error) {
 		if want <= t.Partitions {
 			continue
 		}
-		ex, err := r.s.cfg.Destination.DescribeTopic(ctx, name)
+		ex, err := r.ms.dest.DescribeTopic(ctx, name)
 		if err != nil {
 			errs = append(errs, err)
 			continue

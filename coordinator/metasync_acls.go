@@ -85,7 +85,7 @@ func (r *metaSyncRound) syncACLs(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("source ACLs: %w", err)
 		}
-		d, err := literalACLs(ctx, r.s.cfg.DestClient, rt)
+		d, err := literalACLs(ctx, r.ms.destCl, rt)
 		if errors.Is(err, ErrNoAuthorizer) {
 			return 0, nil // nothing can be enforced on the destination
 		}
@@ -95,7 +95,7 @@ func (r *metaSyncRound) syncACLs(ctx context.Context) (int, error) {
 		source, dest = append(source, s...), append(dest, d...)
 	}
 	var protected []fsm.ACL
-	for _, t := range r.s.state().Topics {
+	for _, t := range r.ms.ctl.State().Topics {
 		protected = append(protected, t.OwnedACLs...)
 	}
 	inScope := func(a fsm.ACL) bool {
@@ -118,12 +118,12 @@ func (r *metaSyncRound) syncACLs(ctx context.Context) (int, error) {
 		if err := r.apply(ctx, fsm.RecordSyncedACLs{Mirror: r.mirror.Name, ACLs: recordFirst}); err != nil {
 			return 0, err
 		}
-		if err := r.s.cfg.Destination.createACLs(ctx, p.create); err != nil {
+		if err := r.ms.dest.createACLs(ctx, p.create); err != nil {
 			return 0, err
 		}
 	}
 	if len(p.remove) > 0 {
-		if err := r.s.cfg.Destination.Unprotect(ctx, p.remove); err != nil {
+		if err := r.ms.dest.Unprotect(ctx, p.remove); err != nil {
 			return len(p.create), err
 		}
 	}

@@ -78,7 +78,7 @@ func (r *metaSyncRound) syncConfigs(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
-		current, _, err := sourceTopicConfigs(ctx, r.s.cfg.DestClient, name) // same request, destination side
+		current, _, err := sourceTopicConfigs(ctx, r.ms.destCl, name) // same request, destination side
 		if err != nil {
 			errs = append(errs, fmt.Errorf("destination: %w", err))
 			continue

@@ -96,26 +96,26 @@ func groupOffsetsToCommit(source kadm.OffsetResponses, topics map[string]*fsm.Mi
 
 // syncGroups copies the committed offsets of the mirror's consumer groups.
 func (r *metaSyncRound) syncGroups(ctx context.Context) (int, error) {
-	maps, err := r.s.offsetMaps(ctx, r.mirror)
+	maps, err := offsetMapsOf(ctx, r.ms.states, r.mirror)
 	if err != nil {
 		return 0, err
 	}
 	return syncGroupOffsets(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics, r.src, maps)
 }
 
-// offsetMaps returns the offset maps of a translate-mode mirror's
+// offsetMapsOf returns the offset maps of a translate-mode mirror's
 // partitions (DESIGN D2), nil for an exact-mode mirror.
-func (s *Service) offsetMaps(ctx context.Context, m *fsm.Mirror) (map[fetcher.Partition][]fetcher.OffsetShift, error) {
+func offsetMapsOf(ctx context.Context, states stateReader, m *fsm.Mirror) (map[fetcher.Partition][]fetcher.OffsetShift, error) {
 	if mirrorSetting(m, fsm.OffsetsKey) != "translate" {
 		return nil, nil
 	}
-	states, err := s.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: m.Name})
+	persisted, err := states.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: m.Name})
 	if err != nil {
 		return nil, fmt.Errorf("offset maps of mirror %s (mirror.offsets=translate): %w", m.Name, err)
 	}
 	out := map[fetcher.Partition][]fetcher.OffsetShift{}
-	for p := range states {
-		out[p] = offsetMapOf(states, p)
+	for p := range persisted {
+		out[p] = offsetMapOf(persisted, p)
 	}
 	return out, nil
 }
@@ -269,39 +269,4 @@ func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *fsm.Mirror, src, 
 		items += n
 	}
 	return items, errors.Join(errs...)
-}
-
-// finalGroupSync runs one last group offset sync for topics being stopped
-// (DESIGN D9), bounded by stopGroupSyncTimeout. A source that cannot be
-// reached is logged, never an error: failover must not wait for it.
-func (s *Service) finalGroupSync(ctx context.Context, m *fsm.Mirror, stopped []*fsm.MirrorTopic) {
-	if m == nil || m.SyncFault != "" || len(stopped) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, stopGroupSyncTimeout)
-	defer cancel()
-	log := s.log.Named("metasync").With(zap.String("mirror", m.Name))
-	src, err := s.sourceClient(sourceConfig(m.Config))
-	if err != nil {
-		log.Warn("no last group offset sync before the stop", zap.Error(err))
-		return
-	}
-	defer src.Close()
-	topics := map[string]*fsm.MirrorTopic{}
-	for _, t := range stopped {
-		if t.SyncFault == "" {
-			topics[t.Name] = t
-		}
-	}
-	maps, err := s.offsetMaps(ctx, m)
-	if err != nil {
-		log.Warn("no last group offset sync before the stop", zap.Error(err))
-		return
-	}
-	n, err := syncGroupOffsets(ctx, log, m, kadm.NewClient(src), kadm.NewClient(s.cfg.DestClient), topics, src, maps)
-	if err != nil {
-		log.Warn("last group offset sync before the stop failed (the stop goes on)", zap.Int("offsets-committed", n), zap.Error(err))
-		return
-	}
-	log.Info("last group offset sync before the stop", zap.Int("offsets-committed", n))
 }

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
-	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 )
 
 // The read-only ACL re-check (DESIGN D4), the last step of every metadata
@@ -122,21 +121,18 @@ type readOnlyCheck struct {
 // recheckReadOnly runs the re-check for a mirror as a metadata sync step,
 // with its own timeout: it needs only the destination, so the source steps
 // before it neither gate it nor use up its time.
-func (s *Service) recheckReadOnly(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, mirror string) {
+func (ms *metaSync) recheckReadOnly(ctx context.Context, log *zap.Logger, metrics *metaSyncMetrics, mirror string) {
 	if ctx.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ms.timeout)
 	defer cancel()
-	c := readOnlyCheck{dest: s.cfg.Destination, log: log, state: s.state, apply: func(ctx context.Context, cmd fsm.Command) error {
-		res, err := s.apply(ctx, cmd)
-		if err != nil {
-			return err
-		}
-		return raftnode.ResultErr(res)
+	c := readOnlyCheck{dest: ms.dest, log: log, state: ms.ctl.State, apply: func(ctx context.Context, cmd fsm.Command) error {
+		_, err := applyChecked(ctx, ms.ctl, cmd)
+		return err
 	}}
 	items, err := c.run(ctx, mirror)
-	metrics.record(mirror, stepReadOnly, items, err, s.cfg.Now())
+	metrics.record(mirror, stepReadOnly, items, err, ms.now())
 	if err != nil && ctx.Err() == nil {
 		log.Warn("metadata sync step failed", zap.String("step", stepReadOnly), zap.Error(err))
 	}

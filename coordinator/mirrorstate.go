@@ -10,11 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
-	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
 )
@@ -127,20 +125,14 @@ func (c *stateCoordinator) setLeadersLocked(leaders map[int32]stateLeader) {
 // currentLeaders asks the destination for the leaders and leader epochs of
 // the state topic's partitions.
 func (c *stateCoordinator) currentLeaders(ctx context.Context) (map[int32]stateLeader, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(statestore.TopicName)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.cl)
+	md, err := destinationMetadata(ctx, c.cl, []string{statestore.TopicName})
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", statestore.TopicName, err)
 	}
 	leaders := map[int32]stateLeader{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if kerr.ErrorForCode(p.ErrorCode) == nil {
-				leaders[p.Partition] = stateLeader{broker: p.Leader, epoch: p.LeaderEpoch}
-			}
+	for p, pm := range md[statestore.TopicName].partitions {
+		if pm.err == nil {
+			leaders[p] = stateLeader{broker: pm.leader, epoch: pm.epoch}
 		}
 	}
 	return leaders, nil
@@ -375,10 +367,4 @@ func (c *stateCoordinator) tombstone(ctx context.Context, mirror string, topics 
 		return nil
 	}
 	return c.store.Write(ctx, p, recs)
-}
-
-// stateUpdate is a partition state an owner has to persist.
-type stateUpdate struct {
-	status fetcher.PartitionStatus
-	epoch  int32
 }

@@ -13,14 +13,14 @@ import (
 // The offset maps of translate-mode partitions (mirror.offsets=translate,
 // DESIGN D2) live in their partition-state records of __mirror_state,
 // written through the mirror's coordinator like the states, fenced by the
-// destination leader epoch. The Service is the data plane's OffsetMaps.
+// destination leader epoch. The state writer is the data plane's OffsetMaps.
 
 // LoadOffsetMap implements fetcher.OffsetMaps.
-func (s *Service) LoadOffsetMap(ctx context.Context, p fetcher.Partition) ([]fetcher.OffsetShift, error) {
+func (w *stateWriter) LoadOffsetMap(ctx context.Context, p fetcher.Partition) ([]fetcher.OffsetShift, error) {
 	req := &protocol.ReadMirrorStatesRequest{MirrorName: p.Mirror, Topics: []protocol.ReadMirrorStatesRequestTopic{
 		{Name: p.Topic, Partitions: []protocol.ReadMirrorStatesRequestPartition{{PartitionIndex: p.Partition}}},
 	}}
-	states, err := s.readStatesOf(ctx, req)
+	states, err := w.readStatesOf(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("reading the offset map of %s: %w", p, err)
 	}
@@ -28,10 +28,8 @@ func (s *Service) LoadOffsetMap(ctx context.Context, p fetcher.Partition) ([]fet
 }
 
 // AppendOffsetShifts implements fetcher.OffsetMaps.
-func (s *Service) AppendOffsetShifts(ctx context.Context, p fetcher.Partition, shifts []fetcher.OffsetShift) error {
-	s.mu.Lock()
-	epoch, ok := s.epochs[p]
-	s.mu.Unlock()
+func (w *stateWriter) AppendOffsetShifts(ctx context.Context, p fetcher.Partition, shifts []fetcher.OffsetShift) error {
+	epoch, ok := w.epoch(p)
 	var pd protocol.WriteMirrorStatesRequestPartition
 	pd.Default()
 	pd.PartitionIndex, pd.State = p.Partition, protocol.StateUnchanged
@@ -41,7 +39,7 @@ func (s *Service) AppendOffsetShifts(ctx context.Context, p fetcher.Partition, s
 	for _, e := range shifts {
 		pd.OffsetMap = append(pd.OffsetMap, protocol.OffsetShift{SourceOffset: e.Source, DestinationOffset: e.Destination})
 	}
-	resp, err := s.writeStatesResp(ctx, &protocol.WriteMirrorStatesRequest{MirrorName: p.Mirror, Topics: []protocol.WriteMirrorStatesRequestTopic{
+	resp, err := w.writeStatesResp(ctx, &protocol.WriteMirrorStatesRequest{MirrorName: p.Mirror, Topics: []protocol.WriteMirrorStatesRequestTopic{
 		{Name: p.Topic, Partitions: []protocol.WriteMirrorStatesRequestPartition{pd}},
 	}})
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 // config, asks the source for its cluster ID (an unreachable source is
 // refused, so a typo in bootstrap.servers shows at once) and stores the
 // mirror through raft.
-func (s *Service) createMirror(ctx context.Context, r *protocol.CreateClusterMirrorRequest) protocol.Response {
+func (a *admin) createMirror(ctx context.Context, r *protocol.CreateClusterMirrorRequest) protocol.Response {
 	resp := &protocol.CreateClusterMirrorResponse{}
 	fail := func(code int16, format string, args ...any) protocol.Response {
 		resp.ErrorCode, resp.ErrorMessage = code, strPtr(fmt.Sprintf(format, args...))
@@ -48,12 +48,11 @@ func (s *Service) createMirror(ctx context.Context, r *protocol.CreateClusterMir
 	include, exclude := SplitPatterns(config[fsm.IncludeKey]), SplitPatterns(config[fsm.ExcludeKey])
 	delete(config, fsm.IncludeKey)
 	delete(config, fsm.ExcludeKey)
-	exists := false
-	s.cfg.Node.FSM().Read(func(st *fsm.State) { _, exists = st.Mirrors[r.MirrorName] })
+	_, exists := a.ctl.State().Mirrors[r.MirrorName]
 	if exists {
 		return fail(kerr.InvalidRequest.Code, "mirror %s already exists: choose another name, or delete it first", r.MirrorName)
 	}
-	src, err := s.sourceClient(sourceConfig(config))
+	src, err := newSourceClient(a.dial, sourceConfig(config))
 	if err != nil {
 		return fail(kerr.InvalidConfig.Code, "mirror config: %v", err)
 	}
@@ -65,23 +64,23 @@ func (s *Service) createMirror(ctx context.Context, r *protocol.CreateClusterMir
 		return fail(kerr.InvalidConfig.Code, "cannot reach the source cluster at %s: %v (check bootstrap.servers and the security settings of the mirror config)",
 			config[fsm.BootstrapServersKey], err)
 	}
-	res, err := s.apply(ctx, fsm.CreateMirror{Name: r.MirrorName, Config: config, SourceClusterID: clusterID,
-		Include: include, Exclude: exclude, NowMs: s.cfg.Now().UnixMilli()})
+	res, err := a.ctl.Apply(ctx, fsm.CreateMirror{Name: r.MirrorName, Config: config, SourceClusterID: clusterID,
+		Include: include, Exclude: exclude, NowMs: a.now().UnixMilli()})
 	if err != nil {
 		return fail(kerr.UnknownServerError.Code, "%v", err)
 	}
 	if res.ErrorCode != 0 {
 		return fail(res.ErrorCode, "%s", res.ErrorMessage)
 	}
-	s.log.Info("created mirror", zap.String("mirror", r.MirrorName), zap.String("source-cluster-id", clusterID))
-	s.Kick()
+	a.log.Info("created mirror", zap.String("mirror", r.MirrorName), zap.String("source-cluster-id", clusterID))
+	a.local.Kick()
 	return resp
 }
 
 // listMirrors handles ListClusterMirrors from the controller state.
-func (s *Service) listMirrors(*protocol.ListClusterMirrorsRequest) protocol.Response {
+func (a *admin) listMirrors(*protocol.ListClusterMirrorsRequest) protocol.Response {
 	resp := &protocol.ListClusterMirrorsResponse{}
-	st := s.state()
+	st := a.ctl.State()
 	for _, name := range st.MirrorNames() {
 		m := st.Mirrors[name]
 		resp.Mirrors = append(resp.Mirrors, protocol.ListedMirror{
@@ -96,62 +95,8 @@ func (s *Service) listMirrors(*protocol.ListClusterMirrorsRequest) protocol.Resp
 
 // describeLocal handles DescribeLocalPartitions: the rows of the partitions
 // this sidecar's data plane drives.
-func (s *Service) describeLocal(r *protocol.DescribeLocalPartitionsRequest) protocol.Response {
-	return &protocol.DescribeLocalPartitionsResponse{Mirrors: s.localRows(r.MirrorNames)}
-}
-
-// localRows groups the data plane's partition statuses by mirror and topic.
-func (s *Service) localRows(mirrors []string) []protocol.DescribedMirror {
-	byMirror := map[string]map[string][]protocol.PartitionDetail{}
-	for _, ps := range s.cfg.DataPlane.Status() {
-		if len(mirrors) > 0 && !slices.Contains(mirrors, ps.Mirror) {
-			continue
-		}
-		if byMirror[ps.Mirror] == nil {
-			byMirror[ps.Mirror] = map[string][]protocol.PartitionDetail{}
-		}
-		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], s.detail(ps, s.ownedState(ps)))
-	}
-	var out []protocol.DescribedMirror
-	for _, m := range sortedKeys(byMirror) {
-		var dm protocol.DescribedMirror
-		dm.Default()
-		dm.MirrorName = m
-		for _, t := range sortedKeys(byMirror[m]) {
-			dm.Topics = append(dm.Topics, protocol.DescribedTopic{TopicName: t, Partitions: byMirror[m][t]})
-		}
-		out = append(out, dm)
-	}
-	return out
-}
-
-// ownedState returns the state of a partition the data plane reports: the
-// owner's (PAUSING while its driver is removed for a pause, say), or the
-// data plane's own for a partition this sidecar is not driving (any
-// more).
-func (s *Service) ownedState(ps fetcher.PartitionStatus) partstate.State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o := s.running[ps.Partition]; o != nil {
-		return o.state
-	}
-	return ps.State
-}
-
-// detail turns a data plane status into a describe row, in state st.
-func (s *Service) detail(ps fetcher.PartitionStatus, st partstate.State) protocol.PartitionDetail {
-	d := protocol.PartitionDetail{}
-	d.Default()
-	d.PartitionIndex = ps.Partition.Partition
-	d.SourceOffset = ps.SourceHighWatermark
-	d.DestinationOffset = ps.DestinationLogEndOffset
-	d.Lag = ps.Lag
-	d.State = st.String()
-	d.OwnerBrokerId = s.cfg.BrokerID
-	if ps.LastError != "" {
-		d.LastError = strPtr(ps.LastError)
-	}
-	return d
+func (a *admin) describeLocal(r *protocol.DescribeLocalPartitionsRequest) protocol.Response {
+	return &protocol.DescribeLocalPartitionsResponse{Mirrors: a.local.LocalRows(r.MirrorNames)}
 }
 
 // divergedRow is the describe row of partition p of an active topic with
@@ -178,16 +123,16 @@ func divergedRow(t *fsm.MirrorTopic, p int32) protocol.PartitionDetail {
 // describeMirrors handles DescribeClusterMirrors: it asks every sidecar for
 // the partitions it drives and merges their rows with the controller state,
 // so that every partition of every mirror topic has a row.
-func (s *Service) describeMirrors(ctx context.Context, r *protocol.DescribeClusterMirrorsRequest) protocol.Response {
+func (a *admin) describeMirrors(ctx context.Context, r *protocol.DescribeClusterMirrorsRequest) protocol.Response {
 	resp := &protocol.DescribeClusterMirrorsResponse{}
-	st := s.state()
+	st := a.ctl.State()
 	names := r.MirrorNames
 	if len(names) == 0 {
 		names = st.MirrorNames()
 	}
-	rows, unreachable := s.gatherRows(ctx, names, st)
+	rows, unreachable := a.gatherRows(ctx, names, st)
 	for _, name := range names {
-		persisted := s.readStates(ctx, name)
+		persisted := a.writer.readStates(ctx, name)
 		var dm protocol.DescribedMirror
 		dm.Default()
 		dm.MirrorName = name
@@ -296,7 +241,7 @@ func partitionRow(m *fsm.Mirror, t *fsm.MirrorTopic, p int32, d protocol.Partiti
 // in parallel. When two sidecars report one partition (leadership moving),
 // the row further ahead wins. It also returns the sidecars it could not
 // ask.
-func (s *Service) gatherRows(ctx context.Context, mirrors []string, st *fsm.State) (map[fetcher.Partition]protocol.PartitionDetail, []string) {
+func (a *admin) gatherRows(ctx context.Context, mirrors []string, st *fsm.State) (map[fetcher.Partition]protocol.PartitionDetail, []string) {
 	type answer struct {
 		id      int32
 		addr    string
@@ -307,9 +252,9 @@ func (s *Service) gatherRows(ctx context.Context, mirrors []string, st *fsm.Stat
 	var wg sync.WaitGroup
 	askedSelf := false
 	for id, sc := range st.Sidecars {
-		if id == s.cfg.BrokerID {
+		if id == a.brokerID {
 			askedSelf = true
-			answers <- answer{id: id, mirrors: s.localRows(mirrors)}
+			answers <- answer{id: id, mirrors: a.local.LocalRows(mirrors)}
 			continue
 		}
 		wg.Add(1)
@@ -317,28 +262,28 @@ func (s *Service) gatherRows(ctx context.Context, mirrors []string, st *fsm.Stat
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			resp, err := s.cfg.Peers.Do(cctx, sc.AdminAddr, &protocol.DescribeLocalPartitionsRequest{MirrorNames: mirrors})
-			a := answer{id: id, addr: sc.AdminAddr, err: err}
+			resp, err := a.peers.Do(cctx, sc.AdminAddr, &protocol.DescribeLocalPartitionsRequest{MirrorNames: mirrors})
+			ans := answer{id: id, addr: sc.AdminAddr, err: err}
 			if err == nil {
-				a.mirrors = resp.(*protocol.DescribeLocalPartitionsResponse).Mirrors
+				ans.mirrors = resp.(*protocol.DescribeLocalPartitionsResponse).Mirrors
 			}
-			answers <- a
+			answers <- ans
 		}()
 	}
 	if !askedSelf {
-		answers <- answer{id: s.cfg.BrokerID, mirrors: s.localRows(mirrors)}
+		answers <- answer{id: a.brokerID, mirrors: a.local.LocalRows(mirrors)}
 	}
 	wg.Wait()
 	close(answers)
 	rows := map[fetcher.Partition]protocol.PartitionDetail{}
 	var unreachable []string
-	for a := range answers {
-		if a.err != nil {
-			s.log.Warn("describe: sidecar did not answer", zap.Int32("broker-id", a.id), zap.String("admin-address", a.addr), zap.Error(a.err))
-			unreachable = append(unreachable, strconv.Itoa(int(a.id)))
+	for ans := range answers {
+		if ans.err != nil {
+			a.log.Warn("describe: sidecar did not answer", zap.Int32("broker-id", ans.id), zap.String("admin-address", ans.addr), zap.Error(ans.err))
+			unreachable = append(unreachable, strconv.Itoa(int(ans.id)))
 			continue
 		}
-		for _, m := range a.mirrors {
+		for _, m := range ans.mirrors {
 			for _, t := range m.Topics {
 				for _, d := range t.Partitions {
 					key := fetcher.Partition{Mirror: m.MirrorName, Topic: t.TopicName, Partition: d.PartitionIndex}

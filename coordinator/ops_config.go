@@ -39,7 +39,7 @@ func configErr(code *kerr.Error, format string, args ...any) *configError {
 
 // incrementalAlterConfigs handles IncrementalAlterConfigs: one outcome per
 // resource, each resource altered on its own.
-func (s *Service) incrementalAlterConfigs(ctx context.Context, r *protocol.IncrementalAlterConfigsRequest) protocol.Response {
+func (a *admin) incrementalAlterConfigs(ctx context.Context, r *protocol.IncrementalAlterConfigsRequest) protocol.Response {
 	resp := &protocol.IncrementalAlterConfigsResponse{}
 	listed := map[string]int{}
 	for _, res := range r.Resources {
@@ -56,7 +56,7 @@ func (s *Service) incrementalAlterConfigs(ctx context.Context, r *protocol.Incre
 		case listed[res.ResourceName] > 1:
 			err = configErr(kerr.InvalidRequest, "mirror %s is listed %d times in the request; list it once", res.ResourceName, listed[res.ResourceName])
 		default:
-			err = s.alterMirror(ctx, res, r.ValidateOnly)
+			err = a.alterMirror(ctx, res, r.ValidateOnly)
 		}
 		if err != nil {
 			out.ErrorCode, out.ErrorMessage = err.code, strPtr(err.msg)
@@ -102,10 +102,9 @@ func (e *mirrorEdit) all() map[string]string {
 // alterMirror applies the changes of one resource to a mirror: edit a copy,
 // validate the result as creation does, check a changed source, then store
 // it through raft (unless validateOnly).
-func (s *Service) alterMirror(ctx context.Context, res protocol.AlterConfigsResource, validateOnly bool) *configError {
+func (a *admin) alterMirror(ctx context.Context, res protocol.AlterConfigsResource, validateOnly bool) *configError {
 	name := res.ResourceName
-	var m *fsm.Mirror
-	s.cfg.Node.FSM().Read(func(st *fsm.State) { m = st.Mirrors[name].Clone() })
+	m := a.ctl.State().Mirrors[name]
 	if m == nil {
 		return configErr(kerr.ResourceNotFound, "mirror %s does not exist; list the mirrors with kafka-cluster-mirrors --list", name)
 	}
@@ -132,18 +131,18 @@ func (s *Service) alterMirror(ctx context.Context, res protocol.AlterConfigsReso
 		return configErr(kerr.InvalidConfig, "%v", err)
 	}
 	src := sourceConfig(edit.config)
-	if _, err := s.cfg.SourceDialer(src); err != nil {
+	if _, err := a.dial(src); err != nil {
 		return configErr(kerr.InvalidConfig, "mirror config: %v", err)
 	}
 	if fingerprint(src) != fingerprint(sourceConfig(m.Config)) {
-		if err := s.checkSource(ctx, m, src); err != nil {
+		if err := a.checkSource(ctx, m, src); err != nil {
 			return err
 		}
 	}
 	if validateOnly {
 		return nil
 	}
-	return s.storeEdit(ctx, m, edit)
+	return a.storeEdit(ctx, m, edit)
 }
 
 // apply applies one operation to the edit.
@@ -209,8 +208,8 @@ func (e *mirrorEdit) apply(mirror string, c protocol.AlterableConfig) *configErr
 
 // checkSource connects to the source the new settings point at and checks
 // that it is the cluster the mirror mirrors.
-func (s *Service) checkSource(ctx context.Context, m *fsm.Mirror, src map[string]string) *configError {
-	cl, err := s.sourceClient(src)
+func (a *admin) checkSource(ctx context.Context, m *fsm.Mirror, src map[string]string) *configError {
+	cl, err := newSourceClient(a.dial, src)
 	if err != nil {
 		return configErr(kerr.InvalidConfig, "mirror config: %v", err)
 	}
@@ -232,8 +231,8 @@ func (s *Service) checkSource(ctx context.Context, m *fsm.Mirror, src map[string
 // storeEdit proposes the difference between m and the edit: the config
 // keys with AlterMirrorConfig, then the patterns with AlterMirrorPatterns.
 // Both were validated here; the FSM checks them again.
-func (s *Service) storeEdit(ctx context.Context, m *fsm.Mirror, edit *mirrorEdit) *configError {
-	now := s.cfg.Now().UnixMilli()
+func (a *admin) storeEdit(ctx context.Context, m *fsm.Mirror, edit *mirrorEdit) *configError {
+	now := a.now().UnixMilli()
 	var cmds []fsm.Command
 	alter := fsm.AlterMirrorConfig{Name: m.Name, Set: map[string]string{}, NowMs: now}
 	for k, v := range edit.config {
@@ -257,7 +256,7 @@ func (s *Service) storeEdit(ctx context.Context, m *fsm.Mirror, edit *mirrorEdit
 		cmds = append(cmds, patterns)
 	}
 	for _, c := range cmds {
-		res, err := s.apply(ctx, c)
+		res, err := a.ctl.Apply(ctx, c)
 		if err != nil {
 			return configErr(kerr.UnknownServerError, "%v", err)
 		}
@@ -273,8 +272,8 @@ func (s *Service) storeEdit(ctx context.Context, m *fsm.Mirror, edit *mirrorEdit
 		changed = append(changed, fsm.ExcludeKey)
 	}
 	// Keys only: values may be secrets.
-	s.log.Info("altered mirror config", zap.String("mirror", m.Name), zap.Strings("keys", changed))
-	s.Kick()
+	a.log.Info("altered mirror config", zap.String("mirror", m.Name), zap.Strings("keys", changed))
+	a.local.Kick()
 	return nil
 }
 
@@ -329,9 +328,9 @@ func configType(key string) int8 {
 // describeConfigs handles DescribeConfigs: every config key of each mirror,
 // secrets as null values marked sensitive, and the defaults of the mirror.*
 // keys it does not set.
-func (s *Service) describeConfigs(r *protocol.DescribeConfigsRequest) protocol.Response {
+func (a *admin) describeConfigs(r *protocol.DescribeConfigsRequest) protocol.Response {
 	resp := &protocol.DescribeConfigsResponse{}
-	st := s.state()
+	st := a.ctl.State()
 	for _, res := range r.Resources {
 		out := protocol.DescribeConfigsResult{ResourceType: res.ResourceType, ResourceName: res.ResourceName}
 		m := st.Mirrors[res.ResourceName]

@@ -237,21 +237,21 @@ func TestAlterReconnects(t *testing.T) {
 	c.waitLeader()
 	svc, plane := c.service(1), c.planes[1]
 	raftnodetest.ApplyOK(t, c.Running()[1], fsm.CreateMirror{Name: "m", Config: map[string]string{fsm.BootstrapServersKey: src}, SourceClusterID: "cluster-A"})
-	svc.syncSources(svc.state())
+	svc.rec.syncSources(svc.admin.ctl.State())
 	if n := plane.setMirrorCalls("m"); n != 1 {
 		t.Fatalf("%d source clients after creation, want 1", n)
 	}
 	if out := alterOne(t, c, 1, "m", false, set(RefreshIntervalKey, "5000")); out.ErrorCode != 0 {
 		t.Fatal(deref(out.ErrorMessage))
 	}
-	svc.syncSources(svc.state())
+	svc.rec.syncSources(svc.admin.ctl.State())
 	if n := plane.setMirrorCalls("m"); n != 1 {
 		t.Fatalf("%d source clients after a mirror.* change, want still 1", n)
 	}
 	if out := alterOne(t, c, 1, "m", false, set("security.protocol", "PLAINTEXT")); out.ErrorCode != 0 {
 		t.Fatal(deref(out.ErrorMessage))
 	}
-	svc.syncSources(svc.state())
+	svc.rec.syncSources(svc.admin.ctl.State())
 	if n := plane.setMirrorCalls("m"); n != 2 {
 		t.Fatalf("%d source clients after a source change, want 2", n)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
@@ -64,11 +65,11 @@ func namesStoppable(st *fsm.State, mirror, pattern string) bool {
 }
 
 // changeTopics applies a status change to the topics named by patterns.
-func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []string, status fsm.TopicStatus) topicOp {
+func (a *admin) changeTopics(ctx context.Context, mirror string, patterns []string, status fsm.TopicStatus) topicOp {
 	fail := func(code int16, format string, args ...any) topicOp {
 		return topicOp{code: code, message: strPtr(fmt.Sprintf(format, args...))}
 	}
-	st := s.state()
+	st := a.ctl.State()
 	if _, ok := st.Mirrors[mirror]; !ok {
 		return fail(kerr.ResourceNotFound.Code, "mirror %s does not exist", mirror)
 	}
@@ -79,7 +80,7 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 	if err != nil {
 		return fail(kerr.InvalidRequest.Code, "%v", err)
 	}
-	cmd := fsm.SetTopicStatus{Mirror: mirror, Topics: names, Status: status, NowMs: s.cfg.Now().UnixMilli()}
+	cmd := fsm.SetTopicStatus{Mirror: mirror, Topics: names, Status: status, NowMs: a.now().UnixMilli()}
 	if status == fsm.TopicStopped {
 		// Stopped topics must not come back through discovery: patterns
 		// move from the include list to the exclude list, and a topic
@@ -98,7 +99,7 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 			}
 		}
 	}
-	res, err := s.apply(ctx, cmd)
+	res, err := a.ctl.Apply(ctx, cmd)
 	if err != nil {
 		return fail(kerr.UnknownServerError.Code, "%v", err)
 	}
@@ -113,15 +114,15 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 			changed = append(changed, tr.Name)
 		}
 	}
-	s.Kick()
+	a.local.Kick()
 	if status == fsm.TopicActive || len(changed) == 0 {
 		return op
 	}
 	// Paused and stopped topics: wait until no sidecar appends to them any
 	// more, so that a stopped topic is never written by a sidecar once it
 	// is writable for everyone.
-	if err := s.waitReleased(ctx, mirror, changed); err != nil {
-		s.log.Warn("topics still driven by a sidecar after the status change", zap.Strings("topics", changed), zap.Error(err))
+	if err := a.waitReleased(ctx, mirror, changed); err != nil {
+		a.log.Warn("topics still driven by a sidecar after the status change", zap.Strings("topics", changed), zap.Error(err))
 	}
 	var abortErr error
 	if status == fsm.TopicStopped {
@@ -129,18 +130,18 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 		// end with ABORT markers (DESIGN D9), before the boundary is
 		// recorded, so that read_committed consumers are not blocked.
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		aborted, err := fetcher.AbortTransactions(actx, s.cfg.DestClient, mirror, changed)
+		aborted, err := fetcher.AbortTransactions(actx, a.destCl, mirror, changed)
 		cancel()
 		if len(aborted) > 0 {
-			s.log.Info("aborted open destination transactions of stopped topics", zap.String("mirror", mirror), zap.Strings("transactional-ids", aborted))
+			a.log.Info("aborted open destination transactions of stopped topics", zap.String("mirror", mirror), zap.Strings("transactional-ids", aborted))
 		}
 		if err != nil {
-			s.log.Error("could not abort the open destination transactions of stopped topics", zap.String("mirror", mirror), zap.Error(err))
+			a.log.Error("could not abort the open destination transactions of stopped topics", zap.String("mirror", mirror), zap.Error(err))
 			abortErr = err
 		}
 	}
 	var changedTopics []*fsm.MirrorTopic
-	st = s.state()
+	st = a.ctl.State()
 	for _, name := range changed {
 		if t := st.Topics[name]; t != nil {
 			changedTopics = append(changedTopics, t)
@@ -148,12 +149,12 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 	}
 	// Finish: the partitions rest in PAUSED or STOPPED from here.
 	boundary := status.Resting()
-	s.persistBoundary(ctx, mirror, changedTopics, boundary)
+	a.writer.persistBoundary(ctx, mirror, changedTopics, boundary)
 	if status == fsm.TopicStopped {
 		// One last group offset sync while the source is reachable
 		// (DESIGN D9), after the appends ended, so the destination high
 		// watermarks are final; bounded, and never blocks the failover.
-		s.finalGroupSync(ctx, st.Mirrors[mirror], changedTopics)
+		a.finalGroupSync(ctx, st.Mirrors[mirror], changedTopics)
 		for i, tr := range op.topics {
 			if tr.ErrorCode != 0 {
 				continue
@@ -167,15 +168,15 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 			if t == nil || len(t.OwnedACLs) == 0 {
 				continue
 			}
-			if err := s.cfg.Destination.Unprotect(ctx, t.OwnedACLs); err != nil {
+			if err := a.dest.Unprotect(ctx, t.OwnedACLs); err != nil {
 				op.topics[i] = topicResult(tr.Name, kerr.UnknownServerError.Code,
 					fmt.Sprintf("topic %s is stopped but its read-only ACLs could not be removed: %v; retry --stop", tr.Name, err))
 				continue
 			}
-			if _, err := s.apply(ctx, fsm.RecordACLs{Topic: tr.Name}); err != nil {
-				s.log.Error("could not record the removal of read-only ACLs", zap.String("topic", tr.Name), zap.Error(err))
+			if _, err := applyChecked(ctx, a.ctl, fsm.RecordACLs{Topic: tr.Name}); err != nil {
+				a.log.Error("could not record the removal of read-only ACLs", zap.String("topic", tr.Name), zap.Error(err))
 			}
-			s.log.Info("stopped mirror topic: writable now", zap.String("mirror", mirror), zap.String("topic", tr.Name))
+			a.log.Info("stopped mirror topic: writable now", zap.String("mirror", mirror), zap.String("topic", tr.Name))
 		}
 	}
 	return op
@@ -184,12 +185,12 @@ func (s *Service) changeTopics(ctx context.Context, mirror string, patterns []st
 // waitReleased polls every reachable sidecar until none reports a partition
 // of topics, or ctx ends. Unreachable sidecars are skipped: on restart they
 // read the new status before driving anything.
-func (s *Service) waitReleased(ctx context.Context, mirror string, topics []string) error {
+func (a *admin) waitReleased(ctx context.Context, mirror string, topics []string) error {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		busy := false
-		rows, _ := s.gatherRows(wctx, []string{mirror}, s.state())
+		rows, _ := a.gatherRows(wctx, []string{mirror}, a.ctl.State())
 		for p := range rows {
 			if slices.Contains(topics, p.Topic) {
 				busy = true
@@ -207,7 +208,7 @@ func (s *Service) waitReleased(ctx context.Context, mirror string, topics []stri
 	}
 }
 
-func (s *Service) stopTopics(ctx context.Context, r *protocol.StopMirrorTopicsRequest) protocol.Response {
+func (a *admin) stopTopics(ctx context.Context, r *protocol.StopMirrorTopicsRequest) protocol.Response {
 	patterns := slices.Clone(r.TopicPatterns)
 	if len(patterns) == 0 {
 		patterns = slices.Clone(r.Patterns)
@@ -215,34 +216,34 @@ func (s *Service) stopTopics(ctx context.Context, r *protocol.StopMirrorTopicsRe
 	for _, t := range r.Topics {
 		patterns = append(patterns, t.TopicName)
 	}
-	op := s.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicStopped)
+	op := a.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicStopped)
 	return &protocol.StopMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
 }
 
-func (s *Service) pauseTopics(ctx context.Context, r *protocol.PauseMirrorTopicsRequest) protocol.Response {
+func (a *admin) pauseTopics(ctx context.Context, r *protocol.PauseMirrorTopicsRequest) protocol.Response {
 	patterns := slices.Clone(r.TopicPatterns)
 	for _, t := range r.Topics {
 		patterns = append(patterns, t.TopicName)
 	}
-	op := s.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicPaused)
+	op := a.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicPaused)
 	return &protocol.PauseMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
 }
 
-func (s *Service) resumeTopics(ctx context.Context, r *protocol.ResumeMirrorTopicsRequest) protocol.Response {
+func (a *admin) resumeTopics(ctx context.Context, r *protocol.ResumeMirrorTopicsRequest) protocol.Response {
 	patterns := slices.Clone(r.TopicPatterns)
 	for _, t := range r.Topics {
 		patterns = append(patterns, t.TopicName)
 	}
-	op := s.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicActive)
+	op := a.changeTopics(ctx, r.MirrorName, patterns, fsm.TopicActive)
 	return &protocol.ResumeMirrorTopicsResponse{ErrorCode: op.code, ErrorMessage: op.message, MirrorName: r.MirrorName, Topics: op.topics}
 }
 
 // deleteMirror handles DeleteClusterMirror: the controller refuses unless
 // the mirror is empty or all its topics are stopped.
-func (s *Service) deleteMirror(ctx context.Context, r *protocol.DeleteClusterMirrorRequest) protocol.Response {
+func (a *admin) deleteMirror(ctx context.Context, r *protocol.DeleteClusterMirrorRequest) protocol.Response {
 	resp := &protocol.DeleteClusterMirrorResponse{}
-	topics := s.state().TopicsOf(r.MirrorName)
-	res, err := s.apply(ctx, fsm.DeleteMirror{Name: r.MirrorName})
+	topics := a.ctl.State().TopicsOf(r.MirrorName)
+	res, err := a.ctl.Apply(ctx, fsm.DeleteMirror{Name: r.MirrorName})
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, strPtr(err.Error())
 		return resp
@@ -251,12 +252,47 @@ func (s *Service) deleteMirror(ctx context.Context, r *protocol.DeleteClusterMir
 		resp.ErrorCode, resp.ErrorMessage = res.ErrorCode, strPtr(res.ErrorMessage)
 		return resp
 	}
-	if s.states != nil {
-		if err := s.states.tombstone(ctx, r.MirrorName, topics); err != nil {
-			s.log.Warn("could not tombstone the deleted mirror's states in __mirror_state", zap.String("mirror", r.MirrorName), zap.Error(err))
+	if a.coord != nil {
+		if err := a.coord.tombstone(ctx, r.MirrorName, topics); err != nil {
+			a.log.Warn("could not tombstone the deleted mirror's states in __mirror_state", zap.String("mirror", r.MirrorName), zap.Error(err))
 		}
 	}
-	s.log.Info("deleted mirror", zap.String("mirror", r.MirrorName))
-	s.Kick()
+	a.log.Info("deleted mirror", zap.String("mirror", r.MirrorName))
+	a.local.Kick()
 	return resp
+}
+
+// finalGroupSync runs one last group offset sync for topics being stopped
+// (DESIGN D9), bounded by stopGroupSyncTimeout. A source that cannot be
+// reached is logged, never an error: failover must not wait for it.
+func (a *admin) finalGroupSync(ctx context.Context, m *fsm.Mirror, stopped []*fsm.MirrorTopic) {
+	if m == nil || m.SyncFault != "" || len(stopped) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopGroupSyncTimeout)
+	defer cancel()
+	log := a.log.Named("metasync").With(zap.String("mirror", m.Name))
+	src, err := newSourceClient(a.dial, sourceConfig(m.Config))
+	if err != nil {
+		log.Warn("no last group offset sync before the stop", zap.Error(err))
+		return
+	}
+	defer src.Close()
+	topics := map[string]*fsm.MirrorTopic{}
+	for _, t := range stopped {
+		if t.SyncFault == "" {
+			topics[t.Name] = t
+		}
+	}
+	maps, err := offsetMapsOf(ctx, a.writer, m)
+	if err != nil {
+		log.Warn("no last group offset sync before the stop", zap.Error(err))
+		return
+	}
+	n, err := syncGroupOffsets(ctx, log, m, kadm.NewClient(src), kadm.NewClient(a.destCl), topics, src, maps)
+	if err != nil {
+		log.Warn("last group offset sync before the stop failed (the stop goes on)", zap.Int("offsets-committed", n), zap.Error(err))
+		return
+	}
+	log.Info("last group offset sync before the stop", zap.Int("offsets-committed", n))
 }

@@ -21,7 +21,7 @@ import (
 // addSidecar handles AddSidecar: it adds the sidecar to the raft group (see
 // Node.AddMember for the rules) and registers its addresses in the state,
 // so that it can be reached before it registers itself.
-func (s *Service) addSidecar(ctx context.Context, r *protocol.AddSidecarRequest) protocol.Response {
+func (a *admin) addSidecar(ctx context.Context, r *protocol.AddSidecarRequest) protocol.Response {
 	resp := &protocol.AddSidecarResponse{}
 	set := func(code int16, msg string, leader *string) protocol.Response {
 		resp.ErrorCode, resp.ErrorMessage, resp.LeaderAdminAddress = code, strPtr(msg), leader
@@ -30,26 +30,20 @@ func (s *Service) addSidecar(ctx context.Context, r *protocol.AddSidecarRequest)
 	if p := raftnode.HostPortProblem(r.AdminAddress); p != "" {
 		return set(kerr.InvalidRequest.Code, fmt.Sprintf("admin address %q of broker %d %s", r.AdminAddress, r.BrokerId, p), nil)
 	}
-	added, err := s.cfg.Node.AddMember(ctx, r.BrokerId, r.RaftAddress)
+	added, err := a.node.AddMember(ctx, r.BrokerId, r.RaftAddress)
 	if err != nil {
 		code, leader := membershipError(err)
 		return set(code, err.Error(), leader)
 	}
 	version := ""
-	s.cfg.Node.FSM().Read(func(st *fsm.State) {
-		if sc := st.Sidecars[r.BrokerId]; sc != nil && sc.RaftAddr == r.RaftAddress {
-			version = sc.Version
-		}
-	})
-	res, err := s.apply(ctx, fsm.RegisterSidecar{ID: r.BrokerId, RaftAddr: r.RaftAddress, AdminAddr: r.AdminAddress, Version: version})
-	if err == nil {
-		err = raftnode.ResultErr(res)
+	if sc := a.ctl.State().Sidecars[r.BrokerId]; sc != nil && sc.RaftAddr == r.RaftAddress {
+		version = sc.Version
 	}
-	if err != nil {
+	if _, err := applyChecked(ctx, a.ctl, fsm.RegisterSidecar{ID: r.BrokerId, RaftAddr: r.RaftAddress, AdminAddr: r.AdminAddress, Version: version}); err != nil {
 		return set(kerr.UnknownServerError.Code, fmt.Sprintf("broker %d is in the raft group, but registering its admin address %s failed: %v; run --add-sidecar again",
 			r.BrokerId, r.AdminAddress, err), nil)
 	}
-	s.log.Info("sidecar added through the admin endpoint", zap.Int32("member-id", r.BrokerId), zap.Bool("changed", added),
+	a.log.Info("sidecar added through the admin endpoint", zap.Int32("member-id", r.BrokerId), zap.Bool("changed", added),
 		zap.String("raft-address", r.RaftAddress), zap.String("admin-address", r.AdminAddress))
 	return resp
 }
@@ -58,38 +52,34 @@ func (s *Service) addSidecar(ctx context.Context, r *protocol.AddSidecarRequest)
 // group (see Node.RemoveMember) and forgets its registration. When the
 // leader is asked to remove itself, it hands leadership over and passes the
 // request on to the new leader.
-func (s *Service) removeSidecar(ctx context.Context, r *protocol.RemoveSidecarRequest) protocol.Response {
+func (a *admin) removeSidecar(ctx context.Context, r *protocol.RemoveSidecarRequest) protocol.Response {
 	resp := &protocol.RemoveSidecarResponse{}
 	set := func(code int16, msg string, leader *string) protocol.Response {
 		resp.ErrorCode, resp.ErrorMessage, resp.LeaderAdminAddress = code, strPtr(msg), leader
 		return resp
 	}
-	wasLeader := s.cfg.Node.IsLeader()
-	err := s.cfg.Node.RemoveMember(ctx, r.BrokerId)
+	wasLeader := a.node.IsLeader()
+	err := a.node.RemoveMember(ctx, r.BrokerId)
 	var nle *raftnode.NotLeaderError
-	if errors.As(err, &nle) && wasLeader && r.BrokerId == s.cfg.BrokerID && nle.LeaderAdminAddr != "" {
+	if errors.As(err, &nle) && wasLeader && r.BrokerId == a.brokerID && nle.LeaderAdminAddr != "" {
 		// This sidecar led and handed over so as not to remove itself:
 		// the new leader removes it.
-		out, ferr := s.cfg.Peers.Do(ctx, nle.LeaderAdminAddr, &protocol.RemoveSidecarRequest{BrokerId: r.BrokerId})
+		out, ferr := a.peers.Do(ctx, nle.LeaderAdminAddr, &protocol.RemoveSidecarRequest{BrokerId: r.BrokerId})
 		if ferr == nil {
 			fwd := out.(*protocol.RemoveSidecarResponse)
 			fwd.ThrottleTimeMs = 0
 			return fwd
 		}
-		s.log.Warn("passing the removal of this sidecar on to the new raft leader failed", zap.String("leader-admin-address", nle.LeaderAdminAddr), zap.Error(ferr))
+		a.log.Warn("passing the removal of this sidecar on to the new raft leader failed", zap.String("leader-admin-address", nle.LeaderAdminAddr), zap.Error(ferr))
 	}
 	if err != nil {
 		code, leader := membershipError(err)
 		return set(code, err.Error(), leader)
 	}
-	res, err := s.apply(ctx, fsm.RemoveSidecar{ID: r.BrokerId})
-	if err == nil {
-		err = raftnode.ResultErr(res)
-	}
-	if err != nil {
+	if _, err := applyChecked(ctx, a.ctl, fsm.RemoveSidecar{ID: r.BrokerId}); err != nil {
 		return set(kerr.UnknownServerError.Code, fmt.Sprintf("broker %d left the raft group, but forgetting its registration failed: %v", r.BrokerId, err), nil)
 	}
-	s.log.Info("sidecar removed through the admin endpoint", zap.Int32("member-id", r.BrokerId))
+	a.log.Info("sidecar removed through the admin endpoint", zap.Int32("member-id", r.BrokerId))
 	return resp
 }
 
@@ -113,15 +103,15 @@ func membershipError(err error) (int16, *string) {
 
 // describeSidecars handles DescribeSidecars from this sidecar's view of the
 // raft configuration and the registered addresses.
-func (s *Service) describeSidecars(*protocol.DescribeSidecarsRequest) protocol.Response {
+func (a *admin) describeSidecars(*protocol.DescribeSidecarsRequest) protocol.Response {
 	resp := &protocol.DescribeSidecarsResponse{LeaderId: -1}
-	members, err := s.cfg.Node.Members()
+	members, err := a.node.Members()
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, strPtr(err.Error())
 		return resp
 	}
-	resp.LeaderId, _ = s.cfg.Node.Leader()
-	st := s.state()
+	resp.LeaderId, _ = a.node.Leader()
+	st := a.ctl.State()
 	for _, m := range members {
 		d := protocol.DescribedSidecar{BrokerId: m.ID, RaftAddress: m.Address, Voter: m.Voter}
 		if sc := st.Sidecars[m.ID]; sc != nil {

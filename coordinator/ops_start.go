@@ -14,12 +14,39 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
-	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
-// startTopics handles StartMirrorTopics (KIP-1279 §4.2, DESIGN D16): it
+// startRequest is a start of topics of a mirror: from the admin endpoint
+// (StartMirrorTopics) or from topic discovery.
+type startRequest struct {
+	mirror   string
+	patterns []string // names and regexes of source topics
+	include  []string // patterns added to mirror.topics.include
+	exclude  []string // patterns to skip, added to mirror.topics.exclude
+	reseed   bool
+}
+
+// startResult is the outcome of a start: the top-level error, a result
+// per topic, and the divergent records a re-seed copied.
+type startResult struct {
+	topicOp
+	reseeded []protocol.ReseededTopic
+}
+
+// startTopics handles StartMirrorTopics (KIP-1279 §4.2): see start.
+func (a *admin) startTopics(ctx context.Context, r *protocol.StartMirrorTopicsRequest) protocol.Response {
+	patterns := append([]string(nil), r.TopicPatterns...)
+	for _, t := range r.Topics {
+		patterns = append(patterns, t.TopicName)
+	}
+	res := a.start(ctx, startRequest{mirror: r.MirrorName, patterns: patterns, include: r.IncludePatterns, exclude: r.ExcludePatterns, reseed: r.Reseed})
+	return &protocol.StartMirrorTopicsResponse{ErrorCode: res.code, ErrorMessage: res.message, MirrorName: r.MirrorName,
+		Topics: res.topics, Reseeded: res.reseeded}
+}
+
+// start starts topics of a mirror (KIP-1279 §4.2, DESIGN D16): it
 // expands the given names and regexes against the source's topics, creates
 // each destination topic with the source's partition count and the configs
 // of D3 (or accepts an existing one with the same partition count that is
@@ -27,12 +54,12 @@ import (
 // makes it read-only (D4), and assigns it to the mirror through raft.
 // A topic whose destination log diverged from the source's is assigned with
 // its diverged partitions recorded: FAILED, not driven, and reported as a
-// per-topic error. With Reseed such topics are re-seeded (reseed.go) and
-// started; Reseed on a topic that did not diverge is refused.
+// per-topic error. With reseed such topics are re-seeded (reseed.go) and
+// started; reseed on a topic that did not diverge is refused.
 // Every topic gets its own result; one bad topic does not fail the others.
-func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopicsRequest) protocol.Response {
-	resp := &protocol.StartMirrorTopicsResponse{MirrorName: r.MirrorName}
-	if r.Reseed {
+func (a *admin) start(ctx context.Context, req startRequest) startResult {
+	var out startResult
+	if req.reseed {
 		// Copying the diverged records can take longer than an admin
 		// request; once a copy began, the re-seed must not be cut short
 		// between the deletion and the start.
@@ -40,23 +67,20 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReseedTimeout)
 		defer cancel()
 	}
-	fail := func(code int16, format string, args ...any) protocol.Response {
-		resp.ErrorCode, resp.ErrorMessage = code, strPtr(fmt.Sprintf(format, args...))
-		return resp
+	fail := func(code int16, format string, args ...any) startResult {
+		out.code, out.message = code, strPtr(fmt.Sprintf(format, args...))
+		return out
 	}
-	st := s.state()
-	m, ok := st.Mirrors[r.MirrorName]
+	st := a.ctl.State()
+	m, ok := st.Mirrors[req.mirror]
 	if !ok {
-		return fail(kerr.ResourceNotFound.Code, "mirror %s does not exist: create it first with --create", r.MirrorName)
+		return fail(kerr.ResourceNotFound.Code, "mirror %s does not exist: create it first with --create", req.mirror)
 	}
-	patterns := append([]string(nil), r.TopicPatterns...)
-	for _, t := range r.Topics {
-		patterns = append(patterns, t.TopicName)
-	}
+	patterns := req.patterns
 	if len(patterns) == 0 {
 		return fail(kerr.InvalidRequest.Code, "no topics given: name the topics to start (names or regexes)")
 	}
-	for _, p := range append(append([]string(nil), patterns...), r.ExcludePatterns...) {
+	for _, p := range append(append([]string(nil), patterns...), req.exclude...) {
 		if _, err := compilePatterns([]string{p}); err != nil {
 			return fail(kerr.InvalidRequest.Code, "%v", err)
 		}
@@ -64,7 +88,7 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	unprotected := mirrorSetting(m, ReadOnlyEnforcementKey) == "none"
 	rf, _ := strconv.Atoi(mirrorSetting(m, ReplicationFactorKey))
 
-	src, err := s.sourceClient(sourceConfig(m.Config))
+	src, err := newSourceClient(a.dial, sourceConfig(m.Config))
 	if err != nil {
 		return fail(kerr.InvalidConfig.Code, "mirror %s config: %v", m.Name, err)
 	}
@@ -83,7 +107,7 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 		if topics, listErr = sourceTopics(sctx, src); listErr != nil {
 			return true
 		}
-		matched, missing, matchErr = expandTopics(topics, patterns, r.ExcludePatterns)
+		matched, missing, matchErr = expandTopics(topics, patterns, req.exclude)
 		return matchErr != nil || (len(matched) > 0 && len(missing) == 0)
 	})
 	if listErr != nil {
@@ -94,10 +118,10 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	}
 	if len(matched) == 0 && len(missing) == 0 {
 		return fail(kerr.InvalidRequest.Code, "no source topic matches %s (after excluding %s)",
-			strings.Join(patterns, ","), strings.Join(r.ExcludePatterns, ","))
+			strings.Join(patterns, ","), strings.Join(req.exclude, ","))
 	}
 	if !unprotected && len(matched) > 0 {
-		if err := s.cfg.Destination.CheckAuthorizer(ctx, matched[0].Name); err != nil {
+		if err := a.dest.CheckAuthorizer(ctx, matched[0].Name); err != nil {
 			if errors.Is(err, ErrNoAuthorizer) {
 				return fail(kerr.SecurityDisabled.Code, "%v", err)
 			}
@@ -111,12 +135,12 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 	var restart, undiverge []string
 	divergedMsg := map[string]string{}
 	owned := map[string][]fsm.ACL{}
-	failed := s.failedTopics(ctx, st, m.Name, matched)
+	failed := a.failedTopics(ctx, st, m.Name, matched)
 	for _, t := range matched {
 		order = append(order, t.Name)
-		prep, err := s.prepareTopic(ctx, st, m, src, t, int16(rf), unprotected, owned, failed, r.Reseed)
+		prep, err := a.prepareTopic(ctx, st, m, src, t, int16(rf), unprotected, owned, failed, req.reseed)
 		if prep.copied != nil {
-			resp.Reseeded = append(resp.Reseeded, *prep.copied)
+			out.reseeded = append(out.reseeded, *prep.copied)
 		}
 		if err != nil {
 			if errors.Is(err, errRestart) {
@@ -141,70 +165,60 @@ func (s *Service) startTopics(ctx context.Context, r *protocol.StartMirrorTopics
 			fmt.Sprintf("topic %s does not exist on the source cluster %s", name, m.SourceClusterID))
 	}
 	if len(start) > 0 {
-		res, err := s.apply(ctx, fsm.StartTopics{Mirror: m.Name, Topics: start, AddInclude: r.IncludePatterns,
-			AddExclude: r.ExcludePatterns, NowMs: s.cfg.Now().UnixMilli()})
-		if err == nil && res.ErrorCode != 0 {
-			err = raftnode.ResultErr(res)
-		}
+		res, err := applyChecked(ctx, a.ctl, fsm.StartTopics{Mirror: m.Name, Topics: start, AddInclude: req.include,
+			AddExclude: req.exclude, NowMs: a.now().UnixMilli()})
 		if err != nil {
-			s.undoACLs(ctx, owned)
+			a.undoACLs(ctx, owned)
 			return fail(kerr.UnknownServerError.Code, "%v", err)
 		}
 		for _, tr := range res.Topics {
 			results[tr.Name] = topicResult(tr.Name, tr.ErrorCode, tr.ErrorMessage)
 			acls := owned[tr.Name]
 			if tr.ErrorCode != 0 {
-				s.undoACLs(ctx, map[string][]fsm.ACL{tr.Name: acls})
+				a.undoACLs(ctx, map[string][]fsm.ACL{tr.Name: acls})
 				continue
 			}
 			if len(acls) > 0 {
-				if _, err := s.apply(ctx, fsm.RecordACLs{Topic: tr.Name, ACLs: acls}); err != nil {
-					s.log.Error("could not record the read-only ACLs of a mirror topic", zap.String("topic", tr.Name), zap.Error(err))
+				if _, err := applyChecked(ctx, a.ctl, fsm.RecordACLs{Topic: tr.Name, ACLs: acls}); err != nil {
+					a.log.Error("could not record the read-only ACLs of a mirror topic", zap.String("topic", tr.Name), zap.Error(err))
 				}
 			}
 			if msg := divergedMsg[tr.Name]; msg != "" {
 				// Started, but no partition is driven until the re-seed:
 				// the operator must act, so the topic reports the error.
 				results[tr.Name] = topicResult(tr.Name, kerr.InvalidRequest.Code, msg)
-				s.log.Warn("started a mirror topic whose partitions diverged: FAILED until re-seeded", zap.String("mirror", m.Name),
+				a.log.Warn("started a mirror topic whose partitions diverged: FAILED until re-seeded", zap.String("mirror", m.Name),
 					zap.String("topic", tr.Name), zap.String("reason", msg))
 				continue
 			}
-			s.log.Info("started mirror topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name))
+			a.log.Info("started mirror topic", zap.String("mirror", m.Name), zap.String("topic", tr.Name))
 		}
 	}
 	for _, name := range undiverge {
-		res, err := s.apply(ctx, fsm.SetDiverged{Mirror: m.Name, Topic: name, NowMs: s.cfg.Now().UnixMilli()})
-		if err == nil {
-			err = raftnode.ResultErr(res)
-		}
-		if err != nil {
+		if _, err := applyChecked(ctx, a.ctl, fsm.SetDiverged{Mirror: m.Name, Topic: name, NowMs: a.now().UnixMilli()}); err != nil {
 			results[name] = topicError(name, err)
 			continue
 		}
 		results[name] = topicResult(name, 0, "")
-		s.log.Info("mirror topic no longer diverged: mirroring it", zap.String("mirror", m.Name), zap.String("topic", name))
+		a.log.Info("mirror topic no longer diverged: mirroring it", zap.String("mirror", m.Name), zap.String("topic", name))
 	}
 	if len(restart) > 0 {
-		res, err := s.apply(ctx, fsm.RestartTopics{Mirror: m.Name, Topics: restart, NowMs: s.cfg.Now().UnixMilli()})
-		if err == nil && res.ErrorCode != 0 {
-			err = raftnode.ResultErr(res)
-		}
+		res, err := applyChecked(ctx, a.ctl, fsm.RestartTopics{Mirror: m.Name, Topics: restart, NowMs: a.now().UnixMilli()})
 		for i, name := range restart {
 			switch {
 			case err != nil:
 				results[name] = topicError(name, err)
 			default:
 				results[name] = topicResult(name, res.Topics[i].ErrorCode, res.Topics[i].ErrorMessage)
-				s.log.Info("restarting the FAILED partitions of a mirror topic", zap.String("mirror", m.Name), zap.String("topic", name))
+				a.log.Info("restarting the FAILED partitions of a mirror topic", zap.String("mirror", m.Name), zap.String("topic", name))
 			}
 		}
 	}
 	for _, name := range order {
-		resp.Topics = append(resp.Topics, results[name])
+		out.topics = append(out.topics, results[name])
 	}
-	s.Kick()
-	return resp
+	a.local.Kick()
+	return out
 }
 
 // errRestart marks a topic that is active in the mirror with FAILED
@@ -213,7 +227,7 @@ var errRestart = errors.New("coordinator: restart the failed partitions")
 
 // failedTopics returns the topics among matched that are active in the
 // mirror and have a FAILED partition somewhere.
-func (s *Service) failedTopics(ctx context.Context, st *fsm.State, mirror string, matched []SourceTopic) map[string]bool {
+func (a *admin) failedTopics(ctx context.Context, st *fsm.State, mirror string, matched []SourceTopic) map[string]bool {
 	out := map[string]bool{}
 	active := false
 	for _, t := range matched {
@@ -224,7 +238,7 @@ func (s *Service) failedTopics(ctx context.Context, st *fsm.State, mirror string
 	if !active {
 		return out
 	}
-	rows, _ := s.gatherRows(ctx, []string{mirror}, st)
+	rows, _ := a.gatherRows(ctx, []string{mirror}, st)
 	for p, d := range rows {
 		if d.State == fetcher.StateFailed.String() {
 			out[p.Topic] = true
@@ -243,7 +257,7 @@ type prepared struct {
 // prepareTopic checks one topic against the controller state and the
 // destination, creates the destination topic when absent (or re-seeds it,
 // reseed.go) and protects it. ACLs it creates are added to owned.
-func (s *Service) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool,
+func (a *admin) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror, src *kgo.Client, t SourceTopic, rf int16, unprotected bool,
 	owned map[string][]fsm.ACL, failed map[string]bool, reseed bool,
 ) (prepared, error) {
 	var out prepared
@@ -263,7 +277,7 @@ func (s *Service) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror
 			return out, topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
 		}
 	}
-	diverged, copied, err := s.prepareDestination(ctx, src, t, rf, reseed)
+	diverged, copied, err := a.prepareDestination(ctx, src, t, rf, reseed)
 	out.copied = copied
 	if err != nil {
 		return out, err
@@ -271,8 +285,8 @@ func (s *Service) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror
 	if activeDiverged {
 		if len(diverged) > 0 {
 			if cur := st.Topics[t.Name]; !slices.Equal(cur.Diverged, diverged) {
-				if _, err := s.apply(ctx, fsm.SetDiverged{Mirror: m.Name, Topic: t.Name, Diverged: diverged, NowMs: s.cfg.Now().UnixMilli()}); err != nil {
-					s.log.Warn("could not record the divergence of a mirror topic", zap.String("topic", t.Name), zap.Error(err))
+				if _, err := applyChecked(ctx, a.ctl, fsm.SetDiverged{Mirror: m.Name, Topic: t.Name, Diverged: diverged, NowMs: a.now().UnixMilli()}); err != nil {
+					a.log.Warn("could not record the divergence of a mirror topic", zap.String("topic", t.Name), zap.Error(err))
 				}
 			}
 			return out, topicErr(kerr.InvalidRequest, "%s", divergenceMessage(t.Name, diverged, true))
@@ -284,7 +298,7 @@ func (s *Service) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror
 	if unprotected {
 		return out, nil
 	}
-	acls, err := s.cfg.Destination.Protect(ctx, t.Name)
+	acls, err := a.dest.Protect(ctx, t.Name)
 	if err != nil {
 		return out, err
 	}
@@ -296,11 +310,11 @@ func (s *Service) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror
 // it creates it when absent, accepts it when it is empty or holds a prefix
 // of the source's log (failback, DESIGN D9), and otherwise returns the
 // diverged partitions, or with reseed re-seeds the topic.
-func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, reseed bool) ([]fsm.Divergence, *protocol.ReseededTopic, error) {
+func (a *admin) prepareDestination(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, reseed bool) ([]fsm.Divergence, *protocol.ReseededTopic, error) {
 	nothing := func(why string) error {
 		return topicErr(kerr.InvalidRequest, "destination topic %s %s: nothing to re-seed; start it without --reseed", t.Name, why)
 	}
-	ex, err := s.cfg.Destination.DescribeTopic(ctx, t.Name)
+	ex, err := a.dest.DescribeTopic(ctx, t.Name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -313,7 +327,7 @@ func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t Sou
 		if err != nil {
 			return nil, nil, err
 		}
-		return nil, nil, s.cfg.Destination.CreateTopic(ctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes))
+		return nil, nil, a.dest.CreateTopic(ctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes))
 	case ex.Partitions != t.Partitions:
 		return nil, nil, topicErr(kerr.InvalidPartitions, "destination topic %s already exists with %d partitions, the source topic has %d: delete it or start another topic",
 			t.Name, ex.Partitions, t.Partitions)
@@ -323,7 +337,7 @@ func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t Sou
 		}
 		return nil, nil, nil
 	}
-	found, dl, err := s.findDivergences(ctx, src, t.Name, t.Partitions)
+	found, dl, err := a.findDivergences(ctx, src, t.Name, t.Partitions)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -331,21 +345,21 @@ func (s *Service) prepareDestination(ctx context.Context, src *kgo.Client, t Sou
 		if reseed {
 			return nil, nil, nothing("holds a prefix of the source topic's log (it has not diverged)")
 		}
-		s.log.Info("destination topic holds a prefix of the source topic: mirroring resumes from its log end offset", zap.String("topic", t.Name))
+		a.log.Info("destination topic holds a prefix of the source topic: mirroring resumes from its log end offset", zap.String("topic", t.Name))
 		return nil, nil, nil
 	}
 	if !reseed {
 		return found, nil, nil
 	}
-	copied, err := s.reseed(ctx, src, t, rf, found, dl)
+	copied, err := a.reseed(ctx, src, t, rf, found, dl)
 	return nil, copied, err
 }
 
 // undoACLs deletes ACLs created for topics that did not start.
-func (s *Service) undoACLs(ctx context.Context, owned map[string][]fsm.ACL) {
+func (a *admin) undoACLs(ctx context.Context, owned map[string][]fsm.ACL) {
 	for topic, acls := range owned {
-		if err := s.cfg.Destination.Unprotect(ctx, acls); err != nil {
-			s.log.Error("could not remove the ACLs of a topic that did not start", zap.String("topic", topic), zap.Error(err))
+		if err := a.dest.Unprotect(ctx, acls); err != nil {
+			a.log.Error("could not remove the ACLs of a topic that did not start", zap.String("topic", topic), zap.Error(err))
 		}
 	}
 }

@@ -35,7 +35,7 @@ func (d *stoppingPlane) Stop(_ context.Context, p fetcher.Partition) error {
 // is removed and PAUSED after; STOPPING before the driver of a stopped
 // topic is removed, which stays for the stop sequence; the state as it is,
 // with the last offset, when the broker no longer leads it; and at
-// shutdown (PersistStates) every partition still driven.
+// shutdown (Service.PersistStates) every partition still driven.
 func TestOwnerRecordsItsStates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -64,9 +64,8 @@ func TestOwnerRecordsItsStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	plane := &stoppingPlane{scriptedPlane: scriptedPlane{states: map[fetcher.Partition]fetcher.PartitionStatus{}}}
-	s := &Service{cfg: ServiceConfig{BrokerID: 0, DataPlane: plane, Now: time.Now}, log: zaptest.NewLogger(t), states: sc,
-		flushNow: make(chan struct{}, 1), running: map[fetcher.Partition]*owned{}, epochs: map[fetcher.Partition]int32{},
-		pending: map[fetcher.Partition]stateUpdate{}, retries: map[fetcher.Partition]*retryState{}}
+	w := newStateWriter(&stateWriter{brokerID: 0, coord: sc, now: time.Now, log: zaptest.NewLogger(t)})
+	r := newReconciler(&reconciler{brokerID: 0, dp: plane, writer: w, now: time.Now, log: zaptest.NewLogger(t)})
 
 	part := func(topic string) fetcher.Partition {
 		return fetcher.Partition{Mirror: "m", Topic: topic, Partition: 0}
@@ -86,13 +85,13 @@ func TestOwnerRecordsItsStates(t *testing.T) {
 	// Every partition is driven and reports MIRRORING at offset 40.
 	for _, topic := range []string{"paused", "stopped", "moved", "active"} {
 		p := part(topic)
-		s.running[p] = &owned{state: partstate.Next(partstate.Unknown, partstate.Lead).To}
-		s.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateLogTruncation, DestinationLogEndOffset: 30})
-		s.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateMirroring, DestinationLogEndOffset: 40})
+		r.running[p] = &owned{state: partstate.Next(partstate.Unknown, partstate.Lead).To}
+		r.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateLogTruncation, DestinationLogEndOffset: 30})
+		r.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateMirroring, DestinationLogEndOffset: 40})
 		// The data plane's own STOPPING is no event of the owner's.
-		s.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateStopping, DestinationLogEndOffset: 40})
+		r.StateChanged(fetcher.PartitionStatus{Partition: p, State: fetcher.StateStopping, DestinationLogEndOffset: 40})
 	}
-	s.flush(ctx)
+	w.flush(ctx)
 	for _, topic := range []string{"paused", "stopped", "moved", "active"} {
 		if got, off := recorded(topic); got != "MIRRORING" || off != 40 {
 			t.Fatalf("%s recorded as %s at %d, want MIRRORING at 40", topic, got, off)
@@ -104,9 +103,9 @@ func TestOwnerRecordsItsStates(t *testing.T) {
 	atRemoval := map[string]string{}
 	plane.onStop = func(p fetcher.Partition) { atRemoval[p.Topic], _ = recorded(p.Topic) }
 	for _, topic := range []string{"paused", "stopped", "moved"} {
-		s.letGo(ctx, st, part(topic))
+		r.letGo(ctx, st, part(topic))
 	}
-	s.flush(ctx)
+	w.flush(ctx)
 	for topic, want := range map[string][2]string{
 		"paused":  {"PAUSING", "PAUSED"},
 		"stopped": {"STOPPING", "STOPPING"}, // STOPPED is the stop sequence's
@@ -115,15 +114,16 @@ func TestOwnerRecordsItsStates(t *testing.T) {
 		if got, _ := recorded(topic); atRemoval[topic] != want[0] || got != want[1] {
 			t.Errorf("%s: recorded %s when its driver was removed and %s after, want %s and %s", topic, atRemoval[topic], got, want[0], want[1])
 		}
-		if s.running[part(topic)] != nil {
+		if r.running[part(topic)] != nil {
 			t.Errorf("%s is still driven after it was let go", topic)
 		}
 	}
 
 	// Shutdown: the driver of "active" ends at offset 55 (the data plane's
 	// STOPPED, no event), and its state goes to __mirror_state with it.
-	s.StateChanged(fetcher.PartitionStatus{Partition: part("active"), State: fetcher.StateStopped, DestinationLogEndOffset: 55})
-	s.PersistStates(ctx)
+	r.StateChanged(fetcher.PartitionStatus{Partition: part("active"), State: fetcher.StateStopped, DestinationLogEndOffset: 55})
+	r.releaseAll()
+	w.flushAll(ctx)
 	if got, off := recorded("active"); got != "MIRRORING" || off != 55 {
 		t.Fatalf("after PersistStates active is recorded as %s at %d, want MIRRORING at 55", got, off)
 	}

@@ -9,46 +9,121 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/internal/partstate"
+	"github.com/sidemirror/sidemirror/protocol"
 )
 
-// Run keeps the data plane in step with the controller state and the
-// destination's partition leadership until ctx ends (DESIGN D7): the
-// sidecar drives exactly the active mirror partitions its broker leads. It
-// runs on every controller change, on NOT_LEADER from the data plane, and
-// every ReconcileInterval (leadership moves are not pushed to us). Beside
-// it run the failover loop (runFailover), the metadata sync and topic
-// discovery, each in its own goroutine so that a slow or unreachable source
-// never holds up the others; Run waits for them.
-func (s *Service) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { s.runFailover(ctx) })
-	wg.Go(func() { s.runMetadataSync(ctx) })
-	wg.Go(func() { s.runDiscovery(ctx) })
-	tick := time.NewTicker(s.cfg.ReconcileInterval)
-	defer tick.Stop()
-	if s.states != nil {
-		s.wg.Add(1)
-		go s.flushLoop(ctx)
+// DataPlane is what the coordinator needs of the data plane
+// (*fetcher.Manager): per-mirror source clients and per-partition mirroring.
+type DataPlane interface {
+	SetMirror(name string, source []kgo.Opt, settings fetcher.MirrorSettings) error
+	SetMirrorSettings(name string, settings fetcher.MirrorSettings) error
+	RemoveMirror(name string)
+	Start(p fetcher.Partition) error
+	Stop(ctx context.Context, p fetcher.Partition) error
+	Status() []fetcher.PartitionStatus
+}
+
+// DataPlaneEvents is what the data plane reports to the coordinator
+// (fetcher.OnStateChange, fetcher.OnNotLeader): a driver's new state, and
+// a partition the local broker no longer leads, whose driver it removed.
+// Neither call blocks.
+type DataPlaneEvents interface {
+	StateChanged(ps fetcher.PartitionStatus)
+	NotLeader(p fetcher.Partition)
+}
+
+// reconcileController is the controller as the reconciler needs it: it
+// also waits for changes, and for the state to hold every committed
+// command before acting on it.
+type reconcileController interface {
+	controller
+	Changed() <-chan struct{}
+	WaitCaughtUp(ctx context.Context) error
+}
+
+// stateLoader is the __mirror_state coordinator role, refreshed before
+// every pass so that the states of the partitions led here are loaded.
+type stateLoader interface {
+	refresh(ctx context.Context, st *fsm.State) error
+}
+
+// reconciler keeps the data plane driving exactly the active mirror
+// partitions whose destination leader is the local broker (DESIGN D7),
+// and is the owner of each: it moves them through the partition state
+// machine (internal/partstate) and hands every new state to the state
+// writer. It runs on its own goroutine (run); the data plane's events and
+// the admin endpoint's reads reach its state under mu, which guards only
+// the reconciler's own state and is never held across a call to the data
+// plane, the destination or raft.
+type reconciler struct {
+	brokerID int32
+	ctl      reconcileController
+	dp       DataPlane
+	dial     SourceDialer
+	destCl   *kgo.Client
+	loader   stateLoader // nil without __mirror_state
+	writer   *stateWriter
+	interval time.Duration
+	now      func() time.Time
+	log      *zap.Logger
+
+	kick chan struct{} // asks the loop to run now
+
+	mu         sync.Mutex
+	running    map[fetcher.Partition]*owned // partitions driven on the data plane, with their states
+	sources    map[string]string            // mirror -> fingerprint of its source config
+	settings   map[string]string            // mirror -> its data plane settings as last set
+	retries    map[fetcher.Partition]*retryState
+	restartGen map[string]int64 // RestartGen of each topic seen by reconcile
+}
+
+// owned is a partition this sidecar drives: where it stands in the
+// partition state machine, and the data plane's last report of it.
+type owned struct {
+	state partstate.State
+	last  fetcher.PartitionStatus
+}
+
+func newReconciler(r *reconciler) *reconciler {
+	r.kick = make(chan struct{}, 1)
+	r.running = map[fetcher.Partition]*owned{}
+	r.sources = map[string]string{}
+	r.settings = map[string]string{}
+	r.retries = map[fetcher.Partition]*retryState{}
+	r.restartGen = map[string]int64{}
+	return r
+}
+
+// Kick asks the loop to run soon.
+func (r *reconciler) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
-	defer s.wg.Wait()
+}
+
+// run reconciles until ctx ends: on every controller change, on NOT_LEADER
+// from the data plane (Kick), and every interval (leadership moves are not
+// pushed to us).
+func (r *reconciler) run(ctx context.Context) {
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
 	for {
-		watch := s.cfg.Node.FSM().Watch()
-		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("reconcile", zap.Error(err))
+		watch := r.ctl.Changed()
+		if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("reconcile", zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-watch:
-		case <-s.kick:
+		case <-r.kick:
 		case <-tick.C:
 		}
 	}
@@ -57,75 +132,75 @@ func (s *Service) Run(ctx context.Context) {
 // reconcile runs one pass. It acts only once this sidecar's controller
 // state has caught up with the raft group: a sidecar that restarts with an
 // old state must not resume a topic that was stopped meanwhile.
-func (s *Service) reconcile(ctx context.Context) error {
+func (r *reconciler) reconcile(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := s.cfg.Node.WaitCaughtUp(wctx)
+	err := r.ctl.WaitCaughtUp(wctx)
 	cancel()
 	if err != nil {
 		return nil // not yet; the next pass retries
 	}
-	st := s.state()
-	s.syncSources(st)
-	if s.states != nil {
-		if err := s.states.refresh(ctx, st); err != nil && ctx.Err() == nil {
-			s.log.Warn("mirror state coordinator", zap.Error(err))
+	st := r.ctl.State()
+	r.syncSources(st)
+	if r.loader != nil {
+		if err := r.loader.refresh(ctx, st); err != nil && ctx.Err() == nil {
+			r.log.Warn("mirror state coordinator", zap.Error(err))
 		}
 	}
 
 	active := drivenTopics(st)
 	want := map[fetcher.Partition]bool{}
 	if len(active) > 0 {
-		leaders, err := s.leaders(ctx, active)
+		leaders, err := r.leaders(ctx, active)
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
+		epochs := map[fetcher.Partition]int32{}
 		for _, name := range active {
 			t := st.Topics[name]
 			for p := range t.Partitions {
-				if l, ok := leaders[name][p]; ok && l.leader == s.cfg.BrokerID {
+				if l, ok := leaders[name][p]; ok && l.leader == r.brokerID {
 					fp := fetcher.Partition{Mirror: t.Mirror, Topic: name, Partition: p}
 					want[fp] = true
-					s.epochs[fp] = l.epoch
+					epochs[fp] = l.epoch
 				}
 			}
 		}
-		s.mu.Unlock()
+		r.writer.setEpochs(epochs)
 	}
 
-	s.mu.Lock()
+	r.mu.Lock()
 	var toStart, toStop []fetcher.Partition
 	for p := range want {
-		if s.running[p] == nil {
+		if r.running[p] == nil {
 			toStart = append(toStart, p)
 		}
 	}
-	for p := range s.running {
+	for p := range r.running {
 		if !want[p] {
 			toStop = append(toStop, p)
 		}
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 
 	for _, p := range toStop {
-		s.letGo(ctx, st, p)
+		r.letGo(ctx, st, p)
 	}
-	s.retryFailed(s.cfg.Now())
-	s.restartRequested(st)
+	r.retryFailed(r.now())
+	r.restartRequested(st)
 	for _, p := range toStart {
-		s.mu.Lock()
+		r.mu.Lock()
 		// Recorded before the driver starts, so that none of its reports
 		// is missed.
-		s.running[p] = &owned{state: partstate.Next(partstate.Unknown, partstate.Lead).To}
-		s.mu.Unlock()
-		if err := s.cfg.DataPlane.Start(p); err != nil {
-			s.mu.Lock()
-			delete(s.running, p)
-			s.mu.Unlock()
-			s.log.Warn("start partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+		r.running[p] = &owned{state: partstate.Next(partstate.Unknown, partstate.Lead).To}
+		r.mu.Unlock()
+		if err := r.dp.Start(p); err != nil {
+			r.mu.Lock()
+			delete(r.running, p)
+			r.mu.Unlock()
+			r.log.Warn("start partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
 			continue
 		}
-		s.log.Info("driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
+		r.log.Info("driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 	}
 	return nil
 }
@@ -136,7 +211,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 // or its broker no longer leads it (the state stays as it is for the next
 // owner, with the last destination log end offset). The entered state is
 // recorded in __mirror_state before the driver is removed.
-func (s *Service) letGo(ctx context.Context, st *fsm.State, p fetcher.Partition) {
+func (r *reconciler) letGo(ctx context.Context, st *fsm.State, p fetcher.Partition) {
 	ev := partstate.Release
 	if t := st.Topics[p.Topic]; t != nil && t.Mirror == p.Mirror {
 		switch t.Status {
@@ -147,47 +222,56 @@ func (s *Service) letGo(ctx context.Context, st *fsm.State, p fetcher.Partition)
 		}
 	}
 	if ev != partstate.Release {
-		s.mu.Lock()
-		s.applyLocked(p, ev)
-		s.mu.Unlock()
-		s.flushSoon(ctx)
+		r.mu.Lock()
+		r.applyLocked(p, ev)
+		r.mu.Unlock()
+		r.writer.flushSoon(ctx)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := s.cfg.DataPlane.Stop(sctx, p)
+	err := r.dp.Stop(sctx, p)
 	cancel()
 	if err != nil {
-		s.log.Warn("stop partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+		r.log.Warn("stop partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
 		return
 	}
-	s.released(p)
-	s.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
+	r.released(p)
+	r.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 }
 
 // released applies Release to p, whose driver the data plane removed, and
 // forgets it. A transitional state still queued is dropped: the pause or
 // stop sequence of the operation records the resting state of every
 // partition, and a late write must not overwrite it.
-func (s *Service) released(p fetcher.Partition) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[p] == nil {
+func (r *reconciler) released(p fetcher.Partition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running[p] == nil {
 		return
 	}
-	s.applyLocked(p, partstate.Release)
-	if u, ok := s.pending[p]; ok && (u.status.State == partstate.Pausing || u.status.State == partstate.Stopping) {
-		delete(s.pending, p)
+	r.applyLocked(p, partstate.Release)
+	r.writer.dropTransitional(p)
+	delete(r.running, p)
+}
+
+// releaseAll releases every partition still driven, once the data plane
+// has closed (the shutdown's "persist state" step): their states are
+// queued with the last offsets their drivers reported.
+func (r *reconciler) releaseAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.running {
+		r.applyLocked(p, partstate.Release)
+		delete(r.running, p)
 	}
-	delete(s.running, p)
-	s.signalFlush()
 }
 
 // applyLocked moves the partition this sidecar drives as the partition
 // state machine says event ev does, and queues the new state for
 // __mirror_state. UNKNOWN is never recorded (it means "no state"). A
 // Release records the state as it is, with the last destination log end
-// offset, for the next owner. s.mu is held.
-func (s *Service) applyLocked(p fetcher.Partition, ev partstate.Event) partstate.Transition {
-	o := s.running[p]
+// offset, for the next owner. r.mu is held.
+func (r *reconciler) applyLocked(p fetcher.Partition, ev partstate.Event) partstate.Transition {
+	o := r.running[p]
 	if o == nil {
 		return partstate.Transition{}
 	}
@@ -196,12 +280,37 @@ func (s *Service) applyLocked(p fetcher.Partition, ev partstate.Event) partstate
 		return t
 	}
 	o.state = t.To
-	if (t.Changes() || t.Action == partstate.Forget) && o.state != partstate.Unknown && s.states != nil {
+	if (t.Changes() || t.Action == partstate.Forget) && o.state != partstate.Unknown {
 		status := o.last
 		status.Partition, status.State = p, o.state
-		s.pending[p] = stateUpdate{status: status, epoch: s.epochs[p]}
+		r.writer.queue(status, r.retryAttemptLocked(p))
 	}
 	return t
+}
+
+// StateChanged implements DataPlaneEvents: a driver of a partition this
+// sidecar drives reports its state, which moves the partition as the
+// partition state machine says. A report of a driver this sidecar let go
+// is late and dropped.
+func (r *reconciler) StateChanged(ps fetcher.PartitionStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.running[ps.Partition]
+	if o == nil {
+		return
+	}
+	o.last = ps
+	if ev, ok := reportEvent(ps.State); ok {
+		r.applyLocked(ps.Partition, ev)
+	}
+}
+
+// NotLeader implements DataPlaneEvents: the local broker no longer leads
+// p, whose driver the data plane removed, so the partition is released
+// (its state recorded for the next owner) and ownership re-checked.
+func (r *reconciler) NotLeader(p fetcher.Partition) {
+	r.released(p)
+	r.Kick()
 }
 
 // reportEvent is the event of a state the data plane reports of a driver:
@@ -217,6 +326,71 @@ func reportEvent(st fetcher.State) (partstate.Event, bool) {
 		return partstate.Fail, true
 	}
 	return 0, false
+}
+
+// drives reports which partitions the data plane drives here.
+func (r *reconciler) drives() map[fsm.TopicPartition]bool {
+	out := map[fsm.TopicPartition]bool{}
+	for _, ps := range r.dp.Status() {
+		out[fsm.TopicPartition{Topic: ps.Topic, Partition: ps.Partition.Partition}] = true
+	}
+	return out
+}
+
+// LocalRows returns the describe rows of the partitions this sidecar's
+// data plane drives, grouped by mirror and topic (DescribeLocalPartitions;
+// every mirror when mirrors is empty), each in its owner's state.
+func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
+	byMirror := map[string]map[string][]protocol.PartitionDetail{}
+	for _, ps := range r.dp.Status() {
+		if len(mirrors) > 0 && !slices.Contains(mirrors, ps.Mirror) {
+			continue
+		}
+		if byMirror[ps.Mirror] == nil {
+			byMirror[ps.Mirror] = map[string][]protocol.PartitionDetail{}
+		}
+		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps)))
+	}
+	var out []protocol.DescribedMirror
+	for _, m := range sortedKeys(byMirror) {
+		var dm protocol.DescribedMirror
+		dm.Default()
+		dm.MirrorName = m
+		for _, t := range sortedKeys(byMirror[m]) {
+			dm.Topics = append(dm.Topics, protocol.DescribedTopic{TopicName: t, Partitions: byMirror[m][t]})
+		}
+		out = append(out, dm)
+	}
+	return out
+}
+
+// ownedState returns the state of a partition the data plane reports: the
+// owner's (PAUSING while its driver is removed for a pause, say), or the
+// data plane's own for a partition this sidecar is not driving (any
+// more).
+func (r *reconciler) ownedState(ps fetcher.PartitionStatus) partstate.State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o := r.running[ps.Partition]; o != nil {
+		return o.state
+	}
+	return ps.State
+}
+
+// detail turns a data plane status into a describe row, in state st.
+func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) protocol.PartitionDetail {
+	d := protocol.PartitionDetail{}
+	d.Default()
+	d.PartitionIndex = ps.Partition.Partition
+	d.SourceOffset = ps.SourceHighWatermark
+	d.DestinationOffset = ps.DestinationLogEndOffset
+	d.Lag = ps.Lag
+	d.State = st.String()
+	d.OwnerBrokerId = r.brokerID
+	if ps.LastError != "" {
+		d.LastError = strPtr(ps.LastError)
+	}
+	return d
 }
 
 // drivenTopics returns the topics whose partitions are mirrored: the active
@@ -236,84 +410,71 @@ func drivenTopics(st *fsm.State) []string {
 
 // syncSources gives the data plane a source client for every mirror, and a
 // new one when a mirror's source settings change; it removes deleted mirrors.
-func (s *Service) syncSources(st *fsm.State) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (r *reconciler) syncSources(st *fsm.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for name, m := range st.Mirrors {
 		cfg := sourceConfig(m.Config)
 		settings := dataPlaneSettings(st, m)
 		fp, sfp := fingerprint(cfg), fmt.Sprintf("%+v", settings)
-		if s.sources[name] == fp {
-			if s.settings[name] != sfp {
-				if err := s.cfg.DataPlane.SetMirrorSettings(name, settings); err != nil {
-					s.log.Error("cannot update the data plane settings of a mirror", zap.String("mirror", name), zap.Error(err))
+		if r.sources[name] == fp {
+			if r.settings[name] != sfp {
+				if err := r.dp.SetMirrorSettings(name, settings); err != nil {
+					r.log.Error("cannot update the data plane settings of a mirror", zap.String("mirror", name), zap.Error(err))
 					continue
 				}
-				s.settings[name] = sfp
+				r.settings[name] = sfp
 			}
 			continue
 		}
-		opts, err := s.cfg.SourceDialer(cfg)
+		opts, err := r.dial(cfg)
 		if err == nil {
-			err = s.cfg.DataPlane.SetMirror(name, opts, settings)
+			err = r.dp.SetMirror(name, opts, settings)
 		}
 		if err != nil {
-			s.log.Error("cannot configure the source client of a mirror", zap.String("mirror", name), zap.Error(err))
+			r.log.Error("cannot configure the source client of a mirror", zap.String("mirror", name), zap.Error(err))
 			continue
 		}
-		s.sources[name], s.settings[name] = fp, sfp
+		r.sources[name], r.settings[name] = fp, sfp
 	}
-	for name := range s.sources {
+	for name := range r.sources {
 		if _, ok := st.Mirrors[name]; !ok {
-			s.cfg.DataPlane.RemoveMirror(name)
-			delete(s.sources, name)
-			delete(s.settings, name)
-			for p := range s.running {
+			r.dp.RemoveMirror(name)
+			delete(r.sources, name)
+			delete(r.settings, name)
+			for p := range r.running {
 				if p.Mirror == name {
-					delete(s.running, p)
-					delete(s.pending, p)
+					delete(r.running, p)
+					r.writer.drop(p)
 				}
 			}
 		}
 	}
-}
-
-// owned is a partition this sidecar drives: where it stands in the
-// partition state machine, and the data plane's last report of it.
-type owned struct {
-	state partstate.State
-	last  fetcher.PartitionStatus
 }
 
 // leadership is a destination partition's leader and leader epoch.
 type leadership struct{ leader, epoch int32 }
 
 // leaders returns the destination leader of every partition of topics.
-func (s *Service) leaders(ctx context.Context, topics []string) (map[string]map[int32]leadership, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
+func (r *reconciler) leaders(ctx context.Context, topics []string) (map[string]map[int32]leadership, error) {
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(mctx, s.cfg.DestClient)
+	md, err := destinationMetadata(mctx, r.destCl, topics)
 	if err != nil {
 		return nil, fmt.Errorf("destination metadata: %w", err)
 	}
 	out := map[string]map[int32]leadership{}
-	for _, t := range resp.Topics {
-		if t.Topic == nil || kerr.ErrorForCode(t.ErrorCode) != nil {
+	for name, t := range md {
+		if t.err != nil {
 			continue
 		}
 		m := map[int32]leadership{}
-		for _, p := range t.Partitions {
-			if kerr.ErrorForCode(p.ErrorCode) == nil {
-				m[p.Partition] = leadership{leader: p.Leader, epoch: p.LeaderEpoch}
+		for p, pm := range t.partitions {
+			if pm.err == nil {
+				m[p] = leadership{leader: pm.leader, epoch: pm.epoch}
 			}
 		}
-		out[*t.Topic] = m
+		out[name] = m
 	}
 	return out, nil
 }

@@ -70,8 +70,8 @@ func divergedTopicName(topic string, now time.Time) (string, error) {
 // partitions in found, in the destination log dl), verifies the copy, then
 // deletes and re-creates the destination topic. It returns what it copied,
 // also when a later step failed.
-func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, found []fsm.Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
-	copyName, err := divergedTopicName(t.Name, s.cfg.Now())
+func (a *admin) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf int16, found []fsm.Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
+	copyName, err := divergedTopicName(t.Name, a.now())
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +80,14 @@ func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf
 	if err != nil {
 		return nil, fmt.Errorf("re-seeding topic %s: configs of the source topic: %w; nothing was copied or deleted", t.Name, err)
 	}
-	copied, err := s.copyDiverged(ctx, t.Name, copyName, found, dl)
+	copied, err := a.copyDiverged(ctx, t.Name, copyName, found, dl)
 	if err != nil {
 		return nil, topicErr(kerr.UnknownServerError, "re-seeding topic %s: copying the diverged records to %s failed, so topic %s was not deleted: %v",
 			t.Name, copyName, t.Name, err)
 	}
-	s.log.Info("copied the diverged records of a mirror topic", zap.String("topic", t.Name), zap.String("copy", copyName),
+	a.log.Info("copied the diverged records of a mirror topic", zap.String("topic", t.Name), zap.String("copy", copyName),
 		zap.Any("partitions", copied.Partitions))
-	ends, err := s.cfg.Destination.EndOffsets(ctx, t.Name)
+	ends, err := a.dest.EndOffsets(ctx, t.Name)
 	if err != nil {
 		return copied, fmt.Errorf("re-seeding topic %s: end offsets after the copy: %w; topic %s was not deleted", t.Name, err, t.Name)
 	}
@@ -97,14 +97,14 @@ func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf
 				"so topic %s was not deleted: keep producers off it and run --start --reseed again", t.Name, p, dl.ends[p], ends[p], copyName, t.Name)
 		}
 	}
-	s.log.Warn("deleting a diverged mirror topic to re-seed it from the source", zap.String("topic", t.Name), zap.String("copy", copyName))
-	if err := s.cfg.Destination.DeleteTopic(ctx, t.Name); err != nil {
+	a.log.Warn("deleting a diverged mirror topic to re-seed it from the source", zap.String("topic", t.Name), zap.String("copy", copyName))
+	if err := a.dest.DeleteTopic(ctx, t.Name); err != nil {
 		return copied, fmt.Errorf("re-seeding topic %s: %w (its diverged records are in %s)", t.Name, err, copyName)
 	}
 	cctx, cancel := context.WithTimeout(ctx, recreateTimeout)
 	defer cancel()
 	for {
-		err = s.cfg.Destination.CreateTopic(cctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes))
+		err = a.dest.CreateTopic(cctx, t.Name, t.Partitions, rf, MirrorTopicConfigs(overrides, maxBytes))
 		if err == nil || !errors.Is(err, kerr.TopicAlreadyExists) || cctx.Err() != nil {
 			break
 		}
@@ -120,10 +120,10 @@ func (s *Service) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf
 // copyDiverged copies the records of every diverged partition from where
 // the logs part to the log end offset in dl into a new topic copyName,
 // partition for partition, and verifies the copy by its counts.
-func (s *Service) copyDiverged(ctx context.Context, topic, copyName string, found []fsm.Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
+func (a *admin) copyDiverged(ctx context.Context, topic, copyName string, found []fsm.Divergence, dl *partitionLog) (*protocol.ReseededTopic, error) {
 	ctx, cancel := context.WithTimeout(ctx, copyTimeout)
 	defer cancel()
-	_, maxBytes, err := sourceTopicConfigs(ctx, s.cfg.DestClient, topic)
+	_, maxBytes, err := sourceTopicConfigs(ctx, a.destCl, topic)
 	if err != nil {
 		return nil, fmt.Errorf("configs of topic %s: %w", topic, err)
 	}
@@ -131,7 +131,7 @@ func (s *Service) copyDiverged(ctx context.Context, topic, copyName string, foun
 	for k, v := range map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"} {
 		configs[k] = &v // the copy keeps every record, whatever its timestamp
 	}
-	if err := s.cfg.Destination.CreateTopic(ctx, copyName, int32(len(dl.ends)), -1, configs); err != nil {
+	if err := a.dest.CreateTopic(ctx, copyName, int32(len(dl.ends)), -1, configs); err != nil {
 		return nil, err
 	}
 	out := &protocol.ReseededTopic{Name: topic, CopyTopic: copyName}
@@ -150,14 +150,14 @@ func (s *Service) copyDiverged(ctx context.Context, topic, copyName string, foun
 	if maxBytes > int64(batchBytes) && maxBytes < 1<<30 {
 		batchBytes = int32(maxBytes)
 	}
-	cons, err := kgo.NewClient(append(s.cfg.DestClient.Opts(),
+	cons, err := kgo.NewClient(append(a.destCl.Opts(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, err
 	}
 	defer cons.Close()
-	prod, err := kgo.NewClient(append(s.cfg.DestClient.Opts(),
+	prod, err := kgo.NewClient(append(a.destCl.Opts(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(batchBytes), kgo.RequiredAcks(kgo.AllISRAcks()))...)
 	if err != nil {
 		return nil, err
@@ -213,7 +213,7 @@ func (s *Service) copyDiverged(ctx context.Context, topic, copyName string, foun
 	if produceErr != nil {
 		return nil, produceErr
 	}
-	copyEnds, err := s.cfg.Destination.EndOffsets(ctx, copyName)
+	copyEnds, err := a.dest.EndOffsets(ctx, copyName)
 	if err != nil {
 		return nil, fmt.Errorf("verifying %s: %w", copyName, err)
 	}

@@ -124,7 +124,7 @@ func TestDivergedTopicName(t *testing.T) {
 // with two partitions: partition 0 agrees, partition 1 diverged at offset 3
 // (the destination has 4 records of its own from there on).
 type reseedFixture struct {
-	s        *Service
+	s        *admin
 	src, dst *kgo.Client
 	now      time.Time
 }
@@ -162,9 +162,7 @@ func newReseedFixture(t *testing.T) *reseedFixture {
 	}
 	write(f.src, 1, "src-", 3, 6)
 	write(f.dst, 1, "dst-", 3, 4)
-	svc := &Service{cfg: ServiceConfig{Destination: NewDestination(f.dst, ""), DestClient: f.dst, Now: func() time.Time { return f.now }},
-		log: zaptest.NewLogger(t)}
-	f.s = svc
+	f.s = &admin{dest: NewDestination(f.dst, ""), destCl: f.dst, now: func() time.Time { return f.now }, log: zaptest.NewLogger(t)}
 	return f
 }
 
@@ -236,7 +234,7 @@ func TestReseed(t *testing.T) {
 	if n := len(readAll(t, f.dst, copyName, 0)); n != 0 {
 		t.Fatalf("partition 0 of the copy holds %d records, want none (it did not diverge)", n)
 	}
-	ex, err := f.s.cfg.Destination.DescribeTopic(ctx, "t")
+	ex, err := f.s.dest.DescribeTopic(ctx, "t")
 	if err != nil || ex == nil || !ex.Empty || ex.Partitions != 2 {
 		t.Fatalf("re-created topic = %+v, %v; want empty with 2 partitions", ex, err)
 	}
@@ -247,7 +245,7 @@ func TestReseed(t *testing.T) {
 func TestReseedCopyFails(t *testing.T) {
 	f := newReseedFixture(t)
 	ctx := context.Background()
-	if err := f.s.cfg.Destination.CreateTopic(ctx, "t.diverged-20260314T101500Z", 1, -1, nil); err != nil {
+	if err := f.s.dest.CreateTopic(ctx, "t.diverged-20260314T101500Z", 1, -1, nil); err != nil {
 		t.Fatal(err)
 	}
 	found, dl, err := f.s.findDivergences(ctx, f.src, "t", 2)
@@ -258,7 +256,7 @@ func TestReseedCopyFails(t *testing.T) {
 	if err == nil || got != nil || !strings.Contains(err.Error(), "so topic t was not deleted") {
 		t.Fatalf("reseed = %+v, %v; want a copy error", got, err)
 	}
-	ends, err := f.s.cfg.Destination.EndOffsets(ctx, "t")
+	ends, err := f.s.dest.EndOffsets(ctx, "t")
 	if err != nil || ends[0] != 5 || ends[1] != 7 {
 		t.Fatalf("destination end offsets after a failed copy = %v, %v; want 5 and 7", ends, err)
 	}

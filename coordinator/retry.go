@@ -40,74 +40,78 @@ func retryBackoff(attempt int16) time.Duration {
 // retryFailed restarts the FAILED partitions this sidecar drives whose
 // backoff has passed, and forgets the retries of partitions that recovered
 // or that it no longer drives. Called by reconcile.
-func (s *Service) retryFailed(now time.Time) {
-	statuses := s.cfg.DataPlane.Status()
-	s.mu.Lock()
+func (r *reconciler) retryFailed(now time.Time) {
+	statuses := r.dp.Status()
+	r.mu.Lock()
 	var due []fetcher.Partition
 	seen := map[fetcher.Partition]bool{}
 	for _, ps := range statuses {
 		p := ps.Partition
 		seen[p] = true
-		if s.running[p] == nil {
+		if r.running[p] == nil {
 			continue
 		}
-		r := s.retries[p]
+		rs := r.retries[p]
 		switch {
-		case ps.State == fetcher.StateMirroring && r != nil:
-			delete(s.retries, p)
+		case ps.State == fetcher.StateMirroring && rs != nil:
+			delete(r.retries, p)
 		case ps.State == fetcher.StateFailed && !ps.Permanent:
-			if r == nil {
-				r = &retryState{}
-				s.retries[p] = r
+			if rs == nil {
+				rs = &retryState{}
+				r.retries[p] = rs
 			}
-			if r.attempt >= maxAutoRetries {
+			if rs.attempt >= maxAutoRetries {
 				continue
 			}
-			if r.nextAt.IsZero() {
-				r.nextAt = now.Add(retryBackoff(r.attempt))
+			if rs.nextAt.IsZero() {
+				rs.nextAt = now.Add(retryBackoff(rs.attempt))
 				continue
 			}
-			if !now.Before(r.nextAt) {
-				r.attempt++
-				r.nextAt = time.Time{}
-				s.applyLocked(p, partstate.Retry)
+			if !now.Before(rs.nextAt) {
+				rs.attempt++
+				rs.nextAt = time.Time{}
+				r.applyLocked(p, partstate.Retry)
 				due = append(due, p)
 			}
 		}
 	}
-	for p := range s.retries {
-		if !seen[p] || s.running[p] == nil {
-			delete(s.retries, p)
+	for p := range r.retries {
+		if !seen[p] || r.running[p] == nil {
+			delete(r.retries, p)
 		}
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	for _, p := range due {
-		s.log.Info("retrying a FAILED partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic),
-			zap.Int32("partition", p.Partition), zap.Int16("attempt", s.retryAttempt(p)), zap.Int("of", maxAutoRetries))
-		if err := s.cfg.DataPlane.Start(p); err != nil {
-			s.log.Warn("retry of a FAILED partition", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+		r.log.Info("retrying a FAILED partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic),
+			zap.Int32("partition", p.Partition), zap.Int16("attempt", r.retryAttempt(p)), zap.Int("of", maxAutoRetries))
+		if err := r.dp.Start(p); err != nil {
+			r.log.Warn("retry of a FAILED partition", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
 		}
 	}
 }
 
 // retryAttempt returns the automatic retries made for p so far.
-func (s *Service) retryAttempt(p fetcher.Partition) int16 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.retries[p]; r != nil {
-		return r.attempt
+func (r *reconciler) retryAttempt(p fetcher.Partition) int16 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retryAttemptLocked(p)
+}
+
+func (r *reconciler) retryAttemptLocked(p fetcher.Partition) int16 {
+	if rs := r.retries[p]; rs != nil {
+		return rs.attempt
 	}
 	return 0
 }
 
 // resetRetries forgets the retries of a topic's partitions, so that an
 // operator's --start grants new automatic retries.
-func (s *Service) resetRetries(mirror, topic string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for p := range s.retries {
+func (r *reconciler) resetRetries(mirror, topic string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.retries {
 		if p.Mirror == mirror && p.Topic == topic {
-			delete(s.retries, p)
+			delete(r.retries, p)
 		}
 	}
 }
@@ -115,31 +119,31 @@ func (s *Service) resetRetries(mirror, topic string) {
 // restartRequested restarts the FAILED partitions this sidecar drives of
 // topics whose RestartGen grew since the last pass (an operator's --start),
 // with new automatic retries. The first pass only records the generations.
-func (s *Service) restartRequested(st *fsm.State) {
-	statuses := s.cfg.DataPlane.Status()
-	s.mu.Lock()
+func (r *reconciler) restartRequested(st *fsm.State) {
+	statuses := r.dp.Status()
+	r.mu.Lock()
 	var due []fetcher.Partition
 	bumped := map[string]bool{}
 	for name, t := range st.Topics {
-		seen, known := s.restartGen[name]
-		s.restartGen[name] = t.RestartGen
+		seen, known := r.restartGen[name]
+		r.restartGen[name] = t.RestartGen
 		if known && t.RestartGen > seen && t.Status == fsm.TopicActive {
 			bumped[name] = true
 		}
 	}
 	for _, ps := range statuses {
-		if bumped[ps.Topic] && ps.State == fetcher.StateFailed && s.running[ps.Partition] != nil {
-			s.applyLocked(ps.Partition, partstate.Restart)
+		if bumped[ps.Topic] && ps.State == fetcher.StateFailed && r.running[ps.Partition] != nil {
+			r.applyLocked(ps.Partition, partstate.Restart)
 			due = append(due, ps.Partition)
 		}
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	for _, p := range due {
-		s.resetRetries(p.Mirror, p.Topic)
-		s.log.Info("restarting a FAILED partition on the operator's request", zap.String("mirror", p.Mirror),
+		r.resetRetries(p.Mirror, p.Topic)
+		r.log.Info("restarting a FAILED partition on the operator's request", zap.String("mirror", p.Mirror),
 			zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
-		if err := s.cfg.DataPlane.Start(p); err != nil {
-			s.log.Warn("restart of a FAILED partition", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+		if err := r.dp.Start(p); err != nil {
+			r.log.Warn("restart of a FAILED partition", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
 		}
 	}
 }

@@ -65,8 +65,7 @@ func (d *scriptedPlane) takeStarted() []fetcher.Partition {
 // an operator's --start.
 func TestRetryFailed(t *testing.T) {
 	plane := &scriptedPlane{states: map[fetcher.Partition]fetcher.PartitionStatus{}}
-	s := &Service{cfg: ServiceConfig{DataPlane: plane}, log: zaptest.NewLogger(t),
-		running: map[fetcher.Partition]*owned{}, pending: map[fetcher.Partition]stateUpdate{}, retries: map[fetcher.Partition]*retryState{}, restartGen: map[string]int64{}}
+	s := newReconciler(&reconciler{dp: plane, writer: newStateWriter(&stateWriter{}), log: zaptest.NewLogger(t)})
 	p := fetcher.Partition{Mirror: "m", Topic: "t", Partition: 0}
 	perm := fetcher.Partition{Mirror: "m", Topic: "t", Partition: 1}
 	s.running[p], s.running[perm] = &owned{state: fetcher.StateFailed}, &owned{state: fetcher.StateFailed}

@@ -2,43 +2,32 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
 )
 
-// DataPlane is what the coordinator needs of the data plane
-// (*fetcher.Manager): per-mirror source clients and per-partition mirroring.
-type DataPlane interface {
-	SetMirror(name string, source []kgo.Opt, settings fetcher.MirrorSettings) error
-	SetMirrorSettings(name string, settings fetcher.MirrorSettings) error
-	RemoveMirror(name string)
-	Start(p fetcher.Partition) error
-	Stop(ctx context.Context, p fetcher.Partition) error
-	Status() []fetcher.PartitionStatus
-}
-
 // ServiceConfig wires a Service.
 type ServiceConfig struct {
-	BrokerID     int32           // the local broker, whose partitions this sidecar drives
-	Node         *raftnode.Node  // the raft node
-	Peers        *raftnode.Peers // connections to other sidecars
-	Destination  *Destination    // admin work on the destination cluster
-	DestClient   *kgo.Client     // the destination client (metadata, leaders)
-	DataPlane    DataPlane
+	BrokerID    int32          // the local broker, whose partitions this sidecar drives
+	Node        *raftnode.Node // the raft node
+	Peers       *raftnode.Peers
+	Destination *Destination // admin work on the destination cluster
+	DestClient  *kgo.Client  // the destination client (metadata, leaders)
+	// NewDataPlane builds the data plane (a *fetcher.Manager) once the
+	// Service has what the data plane reports to and stores offset maps
+	// in: pass events to fetcher.OnStateChange and fetcher.OnNotLeader and
+	// offsetMaps to fetcher.OffsetMapStore. The Service does not close it.
+	NewDataPlane func(events DataPlaneEvents, offsetMaps fetcher.OffsetMaps) (DataPlane, error)
 	SourceDialer SourceDialer
 	Logger       *zap.Logger
 	// ReconcileInterval is how often ownership is re-checked against the
@@ -60,40 +49,36 @@ type ServiceConfig struct {
 	// Now returns the time (tests replace it).
 	Now func() time.Time
 	// Registerer gets the service's metrics (sidemirror_sidecars_alive,
-	// sidemirror_partition_leadership_moves_total) while Run runs; nil
-	// registers none.
+	// sidemirror_partition_leadership_moves_total, the metadata sync's)
+	// while Run runs; nil registers none.
 	Registerer prometheus.Registerer
 }
 
 // Service is the sidecar's controller role: it answers the admin endpoint
-// (a protocol.Handler) and keeps the data plane driving exactly the mirror
-// partitions whose destination leader is the local broker.
+// (a protocol.Handler) and runs the parts of the controller, each owning
+// its state (DESIGN.md): the reconciler, which keeps the data plane
+// driving exactly the mirror partitions the local broker leads and owns
+// their states; the state writer and the __mirror_state coordinator; the
+// dead-sidecar failover; the metadata sync with discovery; and the admin
+// operations. The Service itself holds no mutable state.
 type Service struct {
-	cfg ServiceConfig
-	log *zap.Logger
-
-	kick chan struct{} // asks the reconcile loop to run now
-
-	states   *stateCoordinator // nil without a StateStore
-	flushNow chan struct{}     // asks the state writer to flush now
-	wg       sync.WaitGroup    // goroutines started by Run
-
-	mu         sync.Mutex
-	running    map[fetcher.Partition]*owned      // partitions started on the data plane, with their states
-	sources    map[string]string                 // mirror -> fingerprint of its source config
-	settings   map[string]string                 // mirror -> its data plane settings as last set
-	epochs     map[fetcher.Partition]int32       // destination leader epochs seen by reconcile
-	pending    map[fetcher.Partition]stateUpdate // states not yet persisted
-	retries    map[fetcher.Partition]*retryState // automatic retries of FAILED partitions
-	restartGen map[string]int64                  // RestartGen of each topic seen by reconcile
+	log    *zap.Logger
+	dp     DataPlane
+	rec    *reconciler
+	writer *stateWriter
+	coord  *stateCoordinator // nil without a StateStore
+	admin  *admin
+	fail   *failover
+	sync   *metaSync
 }
 
-// NewService checks cfg and returns a Service; Run starts its loop.
+// NewService checks cfg, builds the parts and the data plane
+// (cfg.NewDataPlane), and returns the Service; Run starts its loops.
 func NewService(cfg ServiceConfig) (*Service, error) {
 	switch {
 	case cfg.Node == nil:
 		return nil, errors.New("coordinator: service needs a raft node")
-	case cfg.DataPlane == nil:
+	case cfg.NewDataPlane == nil:
 		return nil, errors.New("coordinator: service needs a data plane")
 	case cfg.Destination == nil || cfg.DestClient == nil:
 		return nil, errors.New("coordinator: service needs the destination client")
@@ -121,188 +106,63 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Service{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("coordinator"),
-		kick:     make(chan struct{}, 1),
-		flushNow: make(chan struct{}, 1),
-		running:  map[fetcher.Partition]*owned{},
-		sources:  map[string]string{},
-		settings: map[string]string{},
-		epochs:   map[fetcher.Partition]int32{},
-		pending:  map[fetcher.Partition]stateUpdate{},
-		retries:  map[fetcher.Partition]*retryState{},
-
-		restartGen: map[string]int64{},
-	}
+	log := cfg.Logger.Named("coordinator")
+	ctl := raftController{node: cfg.Node}
+	s := &Service{log: log}
 	if cfg.StateStore != nil {
-		s.states = newStateCoordinator(cfg.StateStore, cfg.DestClient, cfg.BrokerID, s.log.Named("state"))
+		s.coord = newStateCoordinator(cfg.StateStore, cfg.DestClient, cfg.BrokerID, log.Named("state"))
 	}
-	return s, nil
-}
-
-// NotLeader is the data plane's OnNotLeader callback: the local broker no
-// longer leads p, whose driver the data plane removed, so the partition is
-// released (its state recorded for the next owner) and ownership
-// re-checked.
-func (s *Service) NotLeader(p fetcher.Partition) {
-	s.released(p)
-	s.Kick()
-}
-
-// Kick asks the reconcile loop to run soon.
-func (s *Service) Kick() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
+	s.writer = newStateWriter(&stateWriter{brokerID: cfg.BrokerID, coord: s.coord, peers: cfg.Peers, addrs: ctl,
+		dest: cfg.Destination, now: cfg.Now, log: log})
+	s.rec = newReconciler(&reconciler{brokerID: cfg.BrokerID, ctl: ctl, dial: cfg.SourceDialer, destCl: cfg.DestClient,
+		writer: s.writer, interval: cfg.ReconcileInterval, now: cfg.Now, log: log})
+	if s.coord != nil {
+		s.rec.loader = s.coord
 	}
-}
-
-// Handle implements protocol.Handler.
-func (s *Service) Handle(ctx context.Context, c *protocol.ConnInfo, req protocol.Request) protocol.Response {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	if _, internal := req.(*protocol.ApplyCommandRequest); !internal {
-		wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
-		err := s.cfg.Node.WaitCaughtUp(wctx)
-		wcancel()
-		if err != nil {
-			resp := req.ResponseKind()
-			setError(resp, kerr.CoordinatorNotAvailable.Code, err.Error())
-			return resp
-		}
-	}
-	switch r := req.(type) {
-	case *protocol.ApplyCommandRequest:
-		return s.applyCommand(ctx, r)
-	case *protocol.CreateClusterMirrorRequest:
-		return s.createMirror(ctx, r)
-	case *protocol.ListClusterMirrorsRequest:
-		return s.listMirrors(r)
-	case *protocol.DescribeClusterMirrorsRequest:
-		return s.describeMirrors(ctx, r)
-	case *protocol.DescribeLocalPartitionsRequest:
-		return s.describeLocal(r)
-	case *protocol.StartMirrorTopicsRequest:
-		return s.startTopics(ctx, r)
-	case *protocol.StopMirrorTopicsRequest:
-		return s.stopTopics(ctx, r)
-	case *protocol.PauseMirrorTopicsRequest:
-		return s.pauseTopics(ctx, r)
-	case *protocol.ResumeMirrorTopicsRequest:
-		return s.resumeTopics(ctx, r)
-	case *protocol.DeleteClusterMirrorRequest:
-		return s.deleteMirror(ctx, r)
-	case *protocol.IncrementalAlterConfigsRequest:
-		return s.incrementalAlterConfigs(ctx, r)
-	case *protocol.DescribeConfigsRequest:
-		return s.describeConfigs(r)
-	case *protocol.AddSidecarRequest:
-		return s.addSidecar(ctx, r)
-	case *protocol.RemoveSidecarRequest:
-		return s.removeSidecar(ctx, r)
-	case *protocol.DescribeSidecarsRequest:
-		return s.describeSidecars(r)
-	case *protocol.ReadMirrorStatesRequest:
-		if s.states == nil {
-			break
-		}
-		return s.states.read(r)
-	case *protocol.WriteMirrorStatesRequest:
-		if s.states == nil {
-			break
-		}
-		return s.states.write(ctx, r, s.cfg.Now().UnixMilli())
-	}
-	resp := req.ResponseKind()
-	setError(resp, kerr.UnsupportedVersion.Code, fmt.Sprintf("%s is not supported by this sidecar yet", protocol.KeyName(req.Key())))
-	return resp
-}
-
-// applyCommand applies a command forwarded by a follower sidecar.
-func (s *Service) applyCommand(ctx context.Context, r *protocol.ApplyCommandRequest) protocol.Response {
-	resp := &protocol.ApplyCommandResponse{}
-	res, err := s.cfg.Node.ApplyLocal(ctx, r.Command)
-	if err != nil {
-		code := kerr.UnknownServerError.Code
-		if errors.Is(err, raftnode.ErrNotLeader) {
-			code = kerr.NotController.Code
-		}
-		resp.ErrorCode, resp.ErrorMessage = code, strPtr(err.Error())
-		return resp
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, strPtr(err.Error())
-		return resp
-	}
-	resp.Result = b
-	return resp
-}
-
-// apply submits a command through raft (forwarded when not leader).
-func (s *Service) apply(ctx context.Context, c fsm.Command) (fsm.Result, error) {
-	b, err := fsm.EncodeCommand(c)
-	if err != nil {
-		return fsm.Result{}, err
-	}
-	return s.cfg.Node.Apply(ctx, b)
-}
-
-// state returns a copy of the controller state.
-func (s *Service) state() *fsm.State {
-	var st *fsm.State
-	s.cfg.Node.FSM().Read(func(cur *fsm.State) { st = cur.Clone() })
-	return st
-}
-
-// sourceClient connects to a mirror's source cluster.
-func (s *Service) sourceClient(config map[string]string) (*kgo.Client, error) {
-	opts, err := s.cfg.SourceDialer(config)
+	// The data plane reports to the reconciler and stores offset maps with
+	// the writer; neither is called before the reconciler starts a
+	// partition, which Run does.
+	dp, err := cfg.NewDataPlane(s.rec, s.writer)
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, kgo.ClientID("sidemirror-admin"), kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second),
-		kgo.DialTimeout(5*time.Second))
-	return kgo.NewClient(opts...)
+	s.dp, s.rec.dp = dp, dp
+	s.admin = &admin{brokerID: cfg.BrokerID, ctl: ctl, node: cfg.Node, local: s.rec, writer: s.writer, coord: s.coord, peers: cfg.Peers,
+		dest: cfg.Destination, destCl: cfg.DestClient, dial: cfg.SourceDialer, timeout: cfg.RequestTimeout, now: cfg.Now, log: log}
+	s.fail = newFailover(failover{brokerID: cfg.BrokerID, ctl: ctl, peers: cfg.Peers, destCl: cfg.DestClient, local: s.rec.drives,
+		timeout: cfg.FailoverTimeout, now: cfg.Now, log: log, reg: cfg.Registerer})
+	s.sync = &metaSync{ctl: ctl, dial: cfg.SourceDialer, dest: cfg.Destination, destCl: cfg.DestClient, states: s.writer, starter: s.admin,
+		timeout: cfg.RequestTimeout, now: cfg.Now, log: log, reg: cfg.Registerer}
+	return s, nil
 }
 
-// setError sets the top-level error of a response.
-func setError(resp protocol.Response, code int16, msg string) {
-	m := strPtr(msg)
-	switch r := resp.(type) {
-	case *protocol.CreateClusterMirrorResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.DeleteClusterMirrorResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.ListClusterMirrorsResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.DescribeClusterMirrorsResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.StartMirrorTopicsResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.StopMirrorTopicsResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.PauseMirrorTopicsResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.ResumeMirrorTopicsResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.ReadMirrorStatesResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.WriteMirrorStatesResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.ApplyCommandResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	case *protocol.DescribeLocalPartitionsResponse:
-		r.ErrorCode, r.ErrorMessage = code, m
-	}
+// Handle implements protocol.Handler.
+func (s *Service) Handle(ctx context.Context, _ *protocol.ConnInfo, req protocol.Request) protocol.Response {
+	return s.admin.handle(ctx, req)
 }
 
-func strPtr(s string) *string { return &s }
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// Run runs the parts' loops until ctx ends and waits for them: the
+// reconciler, the state writer's flush loop, the failover loop, the
+// metadata sync and topic discovery, each on its own goroutine so that a
+// slow or unreachable source never holds up the others.
+func (s *Service) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.fail.run(ctx) })
+	wg.Go(func() { s.sync.run(ctx) })
+	wg.Go(func() { s.sync.runDiscovery(ctx) })
+	if s.coord != nil {
+		wg.Go(func() { s.writer.run(ctx) })
 	}
-	return *s
+	s.rec.run(ctx)
+}
+
+// PersistStates is the shutdown's "persist state" step, after Run returned
+// and the data plane closed: every partition this sidecar still drives is
+// released (its state recorded with the last destination log end offset
+// its driver reported, for the next owner) and every queued state is
+// written, within ctx and a short bound.
+func (s *Service) PersistStates(ctx context.Context) {
+	s.rec.releaseAll()
+	s.writer.flushAll(ctx)
 }

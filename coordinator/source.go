@@ -192,3 +192,15 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// newSourceClient connects to a mirror's source cluster for admin work
+// (metadata, configs, group offsets): the one way the coordinator does.
+func newSourceClient(dial SourceDialer, config map[string]string) (*kgo.Client, error) {
+	opts, err := dial(config)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, kgo.ClientID("sidemirror-admin"), kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second),
+		kgo.DialTimeout(5*time.Second))
+	return kgo.NewClient(opts...)
+}

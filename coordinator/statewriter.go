@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,105 +14,180 @@ import (
 	"github.com/sidemirror/sidemirror/statestore"
 )
 
-// StateChanged is the data plane's OnStateChange callback: a driver of a
-// partition this sidecar drives reports its state, which moves the
-// partition as the partition state machine says; a new state is queued for
-// its mirror's coordinator. It never blocks; a newer state of the same
-// partition replaces a queued one.
-func (s *Service) StateChanged(ps fetcher.PartitionStatus) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.running[ps.Partition]
-	if o == nil {
-		return // a late report of a driver this sidecar let go
-	}
-	o.last = ps
-	if ev, ok := reportEvent(ps.State); ok && s.applyLocked(ps.Partition, ev).Changes() {
-		s.signalFlush()
+// peerClient sends a request to another sidecar's admin endpoint
+// (raftnode.Peers).
+type peerClient interface {
+	Do(ctx context.Context, addr string, req protocol.Request) (protocol.Response, error)
+}
+
+// addressBook finds a sidecar's admin endpoint in the controller state.
+type addressBook interface {
+	AdminAddr(broker int32) string
+}
+
+// endOffsets reads the destination's log end offsets (Destination).
+type endOffsets interface {
+	EndOffsets(ctx context.Context, topic string) (map[int32]int64, error)
+}
+
+// stateWriter is this sidecar's writer to __mirror_state (DESIGN D6): it
+// queues the states of the partitions it drives, with the destination
+// leader epoch that fences them, and sends them to each mirror's
+// coordinator (the local stateCoordinator, or a peer's through
+// WriteMirrorStates); it reads states back (ReadMirrorStates), records the
+// boundaries of pauses and stops, and is the data plane's offset map store
+// (fetcher.OffsetMaps, offsetmap.go). The flush loop is its goroutine; mu
+// guards only the queue and the epochs. Without a __mirror_state (coord is
+// nil) it writes nothing.
+type stateWriter struct {
+	brokerID int32
+	coord    *stateCoordinator // nil without __mirror_state
+	peers    peerClient
+	addrs    addressBook
+	dest     endOffsets
+	now      func() time.Time
+	log      *zap.Logger
+
+	flushNow chan struct{} // asks the flush loop to run now
+
+	mu      sync.Mutex
+	pending map[fetcher.Partition]stateUpdate // states not yet written
+	epochs  map[fetcher.Partition]int32       // destination leader epochs of the partitions led here
+}
+
+// stateUpdate is a partition state an owner has to persist.
+type stateUpdate struct {
+	status  fetcher.PartitionStatus
+	epoch   int32
+	attempt int16 // automatic retries so far
+}
+
+func newStateWriter(w *stateWriter) *stateWriter {
+	w.flushNow = make(chan struct{}, 1)
+	w.pending = map[fetcher.Partition]stateUpdate{}
+	w.epochs = map[fetcher.Partition]int32{}
+	return w
+}
+
+// setEpochs records the destination leader epochs of the partitions the
+// local broker leads, as the reconciler last saw them.
+func (w *stateWriter) setEpochs(epochs map[fetcher.Partition]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p, e := range epochs {
+		w.epochs[p] = e
 	}
 }
 
-// signalFlush asks the flush loop to run now.
-func (s *Service) signalFlush() {
+// epoch returns the destination leader epoch recorded for p.
+func (w *stateWriter) epoch(p fetcher.Partition) (int32, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.epochs[p]
+	return e, ok
+}
+
+// queue queues status (its State is the partition's new state) for the
+// mirror's coordinator; a newer state of the same partition replaces a
+// queued one. It never blocks.
+func (w *stateWriter) queue(status fetcher.PartitionStatus, attempt int16) {
+	if w.coord == nil {
+		return
+	}
+	w.mu.Lock()
+	w.pending[status.Partition] = stateUpdate{status: status, epoch: w.epochs[status.Partition], attempt: attempt}
+	w.mu.Unlock()
 	select {
-	case s.flushNow <- struct{}{}:
+	case w.flushNow <- struct{}{}:
 	default:
 	}
 }
 
-// flushSoon writes the queued states now, bounded, so that a state
-// entered before the driver is removed is recorded first; what cannot be
-// written stays queued for the flush loop.
-func (s *Service) flushSoon(ctx context.Context) {
-	if s.states == nil {
-		return
-	}
-	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s.flush(fctx)
-}
-
-// persistAtShutdown bounds PersistStates, so that a __mirror_state
-// coordinator that cannot be reached leaves the shutdown time to close raft.
-const persistAtShutdown = 2 * time.Second
-
-// PersistStates is the shutdown's "persist state" step, after the data
-// plane closed: every partition this sidecar still drives is released
-// (its state recorded with the last destination log end offset its driver
-// reported, for the next owner) and every queued state is written, within
-// ctx.
-func (s *Service) PersistStates(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, persistAtShutdown)
-	defer cancel()
-	s.mu.Lock()
-	for p := range s.running {
-		s.applyLocked(p, partstate.Release)
-		delete(s.running, p)
-	}
-	s.mu.Unlock()
-	for {
-		s.flush(ctx)
-		s.mu.Lock()
-		left := len(s.pending)
-		s.mu.Unlock()
-		if left == 0 || !sleepCtx(ctx, 100*time.Millisecond) {
-			if left > 0 {
-				s.log.Warn("partition states not persisted at shutdown", zap.Int("partitions", left))
-			}
-			return
-		}
+// dropTransitional drops a queued PAUSING or STOPPING of p: the pause or
+// stop sequence of the operation records the resting state of every
+// partition, and a late write must not overwrite it.
+func (w *stateWriter) dropTransitional(p fetcher.Partition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if u, ok := w.pending[p]; ok && (u.status.State == partstate.Pausing || u.status.State == partstate.Stopping) {
+		delete(w.pending, p)
 	}
 }
 
-// flushLoop sends queued partition states to their coordinators until ctx
-// ends, retrying what could not be written.
-func (s *Service) flushLoop(ctx context.Context) {
-	defer s.wg.Done()
+// drop forgets what is queued for p (its mirror was deleted).
+func (w *stateWriter) drop(p fetcher.Partition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.pending, p)
+}
+
+// run sends queued states to their coordinators until ctx ends, retrying
+// what could not be written.
+func (w *stateWriter) run(ctx context.Context) {
 	retry := time.NewTicker(time.Second)
 	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.flushNow:
+		case <-w.flushNow:
 		case <-retry.C:
 		}
-		s.flush(ctx)
+		w.flush(ctx)
+	}
+}
+
+// flushSoon writes the queued states now, bounded, so that a state
+// entered before the driver is removed is recorded first; what cannot be
+// written stays queued for the flush loop.
+func (w *stateWriter) flushSoon(ctx context.Context) {
+	if w.coord == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	w.flush(fctx)
+}
+
+// persistAtShutdown bounds flushAll at shutdown, so that a __mirror_state
+// coordinator that cannot be reached leaves the shutdown time to close raft.
+const persistAtShutdown = 2 * time.Second
+
+// flushAll writes everything queued, retrying within persistAtShutdown
+// and ctx.
+func (w *stateWriter) flushAll(ctx context.Context) {
+	if w.coord == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, persistAtShutdown)
+	defer cancel()
+	for {
+		w.flush(ctx)
+		w.mu.Lock()
+		left := len(w.pending)
+		w.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			w.log.Warn("partition states not persisted at shutdown", zap.Int("partitions", left))
+			return
+		}
 	}
 }
 
 // flush sends every queued state, grouped by mirror.
-func (s *Service) flush(ctx context.Context) {
-	s.mu.Lock()
-	if len(s.pending) == 0 {
-		s.mu.Unlock()
+func (w *stateWriter) flush(ctx context.Context) {
+	w.mu.Lock()
+	if len(w.pending) == 0 {
+		w.mu.Unlock()
 		return
 	}
 	byMirror := map[string][]stateUpdate{}
-	for _, u := range s.pending {
+	for _, u := range w.pending {
 		byMirror[u.status.Mirror] = append(byMirror[u.status.Mirror], u)
 	}
-	s.mu.Unlock()
+	w.mu.Unlock()
 	for mirror, updates := range byMirror {
 		req := &protocol.WriteMirrorStatesRequest{MirrorName: mirror}
 		byTopic := map[string][]protocol.WriteMirrorStatesRequestPartition{}
@@ -122,7 +198,7 @@ func (s *Service) flush(ctx context.Context) {
 			pd.State = int8(u.status.State)
 			pd.DestinationLeaderEpoch = u.epoch
 			pd.LastSourceOffset = u.status.DestinationLogEndOffset
-			pd.RetryAttempt = s.retryAttempt(u.status.Partition)
+			pd.RetryAttempt = u.attempt
 			if u.status.State == fetcher.StateFailed && u.status.LastError != "" {
 				pd.Reason = strPtr(u.status.LastError)
 			}
@@ -131,45 +207,41 @@ func (s *Service) flush(ctx context.Context) {
 		for _, t := range sortedKeys(byTopic) {
 			req.Topics = append(req.Topics, protocol.WriteMirrorStatesRequestTopic{Name: t, Partitions: byTopic[t]})
 		}
-		if err := s.writeStates(ctx, req); err != nil {
-			s.log.Debug("partition states not persisted yet; will retry", zap.String("mirror", mirror), zap.Error(err))
+		if err := w.writeStates(ctx, req); err != nil {
+			w.log.Debug("partition states not persisted yet; will retry", zap.String("mirror", mirror), zap.Error(err))
 			continue
 		}
-		s.mu.Lock()
+		w.mu.Lock()
 		for _, u := range updates {
-			if cur, ok := s.pending[u.status.Partition]; ok && cur.status.State == u.status.State && cur.status.LastError == u.status.LastError {
-				delete(s.pending, u.status.Partition)
+			if cur, ok := w.pending[u.status.Partition]; ok && cur.status.State == u.status.State && cur.status.LastError == u.status.LastError {
+				delete(w.pending, u.status.Partition)
 			}
 		}
-		s.mu.Unlock()
+		w.mu.Unlock()
 	}
-}
-
-// writeStates sends a WriteMirrorStates request to the mirror's
-// coordinator, locally when that is this sidecar.
-func (s *Service) writeStates(ctx context.Context, req *protocol.WriteMirrorStatesRequest) error {
-	_, err := s.writeStatesResp(ctx, req)
-	return err
 }
 
 // writeStatesResp is writeStates that also returns the response, with the
 // partitions' results.
-func (s *Service) writeStatesResp(ctx context.Context, req *protocol.WriteMirrorStatesRequest) (*protocol.WriteMirrorStatesResponse, error) {
-	coord := s.states.coordinatorOf(req.MirrorName)
+func (w *stateWriter) writeStatesResp(ctx context.Context, req *protocol.WriteMirrorStatesRequest) (*protocol.WriteMirrorStatesResponse, error) {
+	if w.coord == nil {
+		return nil, errNoCoordinator
+	}
+	coord := w.coord.coordinatorOf(req.MirrorName)
 	var resp *protocol.WriteMirrorStatesResponse
 	switch {
 	case coord < 0:
 		return nil, errNoCoordinator
-	case coord == s.cfg.BrokerID:
-		resp = s.states.write(ctx, req, s.cfg.Now().UnixMilli())
+	case coord == w.brokerID:
+		resp = w.coord.write(ctx, req, w.now().UnixMilli())
 	default:
-		addr := s.adminAddr(coord)
+		addr := w.addrs.AdminAddr(coord)
 		if addr == "" {
 			return nil, errNoCoordinator
 		}
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		r, err := s.cfg.Peers.Do(wctx, addr, req)
+		r, err := w.peers.Do(wctx, addr, req)
 		if err != nil {
 			return nil, err
 		}
@@ -183,33 +255,33 @@ func (s *Service) writeStatesResp(ctx context.Context, req *protocol.WriteMirror
 
 // readStates asks a mirror's coordinator for its persisted partition
 // states, keyed by partition; nil if it cannot be asked.
-func (s *Service) readStates(ctx context.Context, mirror string) map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition {
-	out, _ := s.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: mirror})
+func (w *stateWriter) readStates(ctx context.Context, mirror string) map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition {
+	out, _ := w.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: mirror})
 	return out
 }
 
 // readStatesOf sends req to its mirror's coordinator and returns the
 // persisted states by partition.
-func (s *Service) readStatesOf(ctx context.Context, req *protocol.ReadMirrorStatesRequest) (map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition, error) {
-	if s.states == nil {
+func (w *stateWriter) readStatesOf(ctx context.Context, req *protocol.ReadMirrorStatesRequest) (map[fetcher.Partition]protocol.ReadMirrorStatesResponsePartition, error) {
+	if w.coord == nil {
 		return nil, errNoCoordinator
 	}
 	mirror := req.MirrorName
 	var resp *protocol.ReadMirrorStatesResponse
-	coord := s.states.coordinatorOf(mirror)
+	coord := w.coord.coordinatorOf(mirror)
 	switch {
 	case coord < 0:
 		return nil, errNoCoordinator
-	case coord == s.cfg.BrokerID:
-		resp = s.states.read(req)
+	case coord == w.brokerID:
+		resp = w.coord.read(req)
 	default:
-		addr := s.adminAddr(coord)
+		addr := w.addrs.AdminAddr(coord)
 		if addr == "" {
 			return nil, errNoCoordinator
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		r, err := s.cfg.Peers.Do(rctx, addr, req)
+		r, err := w.peers.Do(rctx, addr, req)
 		if err != nil {
 			return nil, err
 		}
@@ -230,15 +302,15 @@ func (s *Service) readStatesOf(ctx context.Context, req *protocol.ReadMirrorStat
 // persistBoundary records PAUSED or STOPPED for every partition of topics,
 // with the destination log end offset as the stop boundary (DESIGN D9):
 // the partition state machine's Finish, where a pause or stop ends.
-func (s *Service) persistBoundary(ctx context.Context, mirror string, topics []*fsm.MirrorTopic, state fetcher.State) {
-	if s.states == nil || len(topics) == 0 {
+func (w *stateWriter) persistBoundary(ctx context.Context, mirror string, topics []*fsm.MirrorTopic, state partstate.State) {
+	if w.coord == nil || len(topics) == 0 {
 		return
 	}
 	leo := map[string]map[int32]int64{}
 	for _, t := range topics {
-		offs, err := s.cfg.Destination.EndOffsets(ctx, t.Name)
+		offs, err := w.dest.EndOffsets(ctx, t.Name)
 		if err != nil {
-			s.log.Warn("end offsets for the stop boundary", zap.String("topic", t.Name), zap.Error(err))
+			w.log.Warn("end offsets for the stop boundary", zap.String("topic", t.Name), zap.Error(err))
 		}
 		leo[t.Name] = offs
 	}
@@ -256,33 +328,29 @@ func (s *Service) persistBoundary(ctx context.Context, mirror string, topics []*
 			rt.Partitions = append(rt.Partitions, pd)
 		}
 		req.Topics = append(req.Topics, rt)
-		if state == fetcher.StateStopped {
+		if state == partstate.Stopped {
 			req.StoppedTopics = append(req.StoppedTopics, t.Name)
 		}
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		err := s.writeStates(ctx, req)
+		err := w.writeStates(ctx, req)
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.log.Warn("could not persist the stop boundary", zap.String("mirror", mirror), zap.Error(err))
+			w.log.Warn("could not persist the stop boundary", zap.String("mirror", mirror), zap.Error(err))
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// adminAddr returns the admin endpoint of a broker's sidecar, or "".
-func (s *Service) adminAddr(broker int32) string {
-	var addr string
-	s.cfg.Node.FSM().Read(func(st *fsm.State) {
-		if sc, ok := st.Sidecars[broker]; ok {
-			addr = sc.AdminAddr
-		}
-	})
-	return addr
+// writeStates sends a WriteMirrorStates request to the mirror's
+// coordinator, locally when that is this sidecar.
+func (w *stateWriter) writeStates(ctx context.Context, req *protocol.WriteMirrorStatesRequest) error {
+	_, err := w.writeStatesResp(ctx, req)
+	return err
 }
 
 // stateName names a persisted state code.

@@ -80,37 +80,34 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	if err != nil {
 		return nil, err
 	}
-	var svc *coordinator.Service // set below; the data plane calls back into it
-	c.fetcher, err = fetcher.NewManager(
-		fetcher.LocalClient(c.dest),
-		fetcher.LocalBrokerID(s.cfg.LocalBrokerID),
-		fetcher.Logger(s.log),
-		fetcher.Registerer(s.reg),
-		fetcher.OnNotLeader(func(p fetcher.Partition) {
-			if svc != nil {
-				svc.NotLeader(p)
-			}
-		}),
-		fetcher.OnStateChange(func(ps fetcher.PartitionStatus) {
-			if svc != nil {
-				svc.StateChanged(ps)
-			}
-		}),
-		fetcher.OffsetMapStore(offsetMaps{svc: &svc}),
-	)
-	if err != nil {
-		return nil, err
-	}
 	if c.states, err = statestore.New(c.dest, statestore.NumPartitions(s.cfg.StatePartitions), statestore.Logger(s.log)); err != nil {
 		return nil, err
 	}
-	svc, err = coordinator.NewService(coordinator.ServiceConfig{
+	// The coordinator builds the data plane once it has what the data
+	// plane reports to and stores offset maps in.
+	newDataPlane := func(events coordinator.DataPlaneEvents, offsetMaps fetcher.OffsetMaps) (coordinator.DataPlane, error) {
+		m, err := fetcher.NewManager(
+			fetcher.LocalClient(c.dest),
+			fetcher.LocalBrokerID(s.cfg.LocalBrokerID),
+			fetcher.Logger(s.log),
+			fetcher.Registerer(s.reg),
+			fetcher.OnNotLeader(events.NotLeader),
+			fetcher.OnStateChange(events.StateChanged),
+			fetcher.OffsetMapStore(offsetMaps),
+		)
+		if err != nil {
+			return nil, err
+		}
+		c.fetcher = m
+		return m, nil
+	}
+	svc, err := coordinator.NewService(coordinator.ServiceConfig{
 		BrokerID:     s.cfg.LocalBrokerID,
 		Node:         c.node,
 		Peers:        c.peers,
 		Destination:  coordinator.NewDestination(c.dest, s.cfg.AllowEveryone),
 		DestClient:   c.dest,
-		DataPlane:    c.fetcher,
+		NewDataPlane: newDataPlane,
 		SourceDialer: SourceKgoOpts,
 		Logger:       s.log,
 
@@ -221,24 +218,4 @@ func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
 		}
 	}
 	return cc.KgoOpts()
-}
-
-// offsetMaps hands the data plane's offset map reads and writes to the
-// coordinator Service, which is created after the data plane.
-type offsetMaps struct{ svc **coordinator.Service }
-
-var errServiceNotReady = errors.New("sidecar: the coordinator service is not running yet")
-
-func (o offsetMaps) LoadOffsetMap(ctx context.Context, p fetcher.Partition) ([]fetcher.OffsetShift, error) {
-	if *o.svc == nil {
-		return nil, errServiceNotReady
-	}
-	return (*o.svc).LoadOffsetMap(ctx, p)
-}
-
-func (o offsetMaps) AppendOffsetShifts(ctx context.Context, p fetcher.Partition, shifts []fetcher.OffsetShift) error {
-	if *o.svc == nil {
-		return errServiceNotReady
-	}
-	return (*o.svc).AppendOffsetShifts(ctx, p, shifts)
 }

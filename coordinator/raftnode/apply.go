@@ -76,17 +76,6 @@ func (n *Node) ApplyCommand(ctx context.Context, c fsm.Command) (fsm.Result, err
 	return n.Apply(ctx, b)
 }
 
-// ApplyChecked encodes c, applies it and checks the result: the error is
-// that of getting it applied, or else the command's own top-level error
-// (ResultErr). Per-topic errors are the caller's to read in the Result.
-func (n *Node) ApplyChecked(ctx context.Context, c fsm.Command) (fsm.Result, error) {
-	res, err := n.ApplyCommand(ctx, c)
-	if err != nil {
-		return res, err
-	}
-	return res, ResultErr(res)
-}
-
 // ResultErr returns nil for a result without a top-level error, else the
 // kerr error of its code wrapped with the message, so that
 // errors.Is(err, kerr.InvalidRequest) and the like work.

@@ -16,7 +16,7 @@
 // Files:
 //
 //	node.go        NodeConfig and its checks, OpenNode (storage, transport, bootstrap), metrics, the observer and registration goroutines, Close
-//	apply.go       Apply, ApplyCommand, ApplyChecked, ApplyLocal, resolveLost, ResultErr
+//	apply.go       Apply, ApplyCommand, ApplyLocal, resolveLost, ResultErr
 //	ready.go       WaitCaughtUp: the state holds everything committed before the call
 //	membership.go  Members, AddMember, RemoveMember: the join rules
 //	peers.go       Forwarder, Peers (the client of the other sidecars' internal APIs)

@@ -1,0 +1,183 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// raftMember is what the admin operations need of this sidecar's raft
+// member besides the controller: catching up before answering, applying
+// forwarded commands, and the membership operations (*raftnode.Node).
+type raftMember interface {
+	WaitCaughtUp(ctx context.Context) error
+	ApplyLocal(ctx context.Context, cmd []byte) (fsm.Result, error)
+	Members() ([]raftnode.Member, error)
+	AddMember(ctx context.Context, id int32, addr string) (bool, error)
+	RemoveMember(ctx context.Context, id int32) error
+	Leader() (int32, string)
+	IsLeader() bool
+}
+
+// localPartitions is what the admin operations need of the reconciler:
+// the rows of the partitions this sidecar drives, and a nudge after a
+// change.
+type localPartitions interface {
+	LocalRows(mirrors []string) []protocol.DescribedMirror
+	Kick()
+}
+
+// admin is the admin operations of the admin endpoint (KIP-1279 §5, DESIGN
+// D11, D16): mirrors, their topics and configs, describe, the raft
+// membership, and the internal APIs. It has no state of its own: what an
+// operation changes goes through raft, the destination or __mirror_state,
+// so requests run concurrently, each on its connection's goroutine.
+type admin struct {
+	brokerID int32
+	ctl      controller
+	node     raftMember
+	local    localPartitions
+	writer   *stateWriter
+	coord    *stateCoordinator // nil without __mirror_state
+	peers    peerClient
+	dest     *Destination
+	destCl   *kgo.Client
+	dial     SourceDialer
+	timeout  time.Duration // bounds one operation (RequestTimeout)
+	now      func() time.Time
+	log      *zap.Logger
+}
+
+// handle answers one request of the admin endpoint (Service.Handle): the
+// internal APIs as they are, every other request once this sidecar's
+// state caught up with the raft group.
+func (a *admin) handle(ctx context.Context, req protocol.Request) protocol.Response {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	if _, internal := req.(*protocol.ApplyCommandRequest); !internal {
+		wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+		err := a.node.WaitCaughtUp(wctx)
+		wcancel()
+		if err != nil {
+			resp := req.ResponseKind()
+			setError(resp, kerr.CoordinatorNotAvailable.Code, err.Error())
+			return resp
+		}
+	}
+	switch r := req.(type) {
+	case *protocol.ApplyCommandRequest:
+		return a.applyCommand(ctx, r)
+	case *protocol.CreateClusterMirrorRequest:
+		return a.createMirror(ctx, r)
+	case *protocol.ListClusterMirrorsRequest:
+		return a.listMirrors(r)
+	case *protocol.DescribeClusterMirrorsRequest:
+		return a.describeMirrors(ctx, r)
+	case *protocol.DescribeLocalPartitionsRequest:
+		return a.describeLocal(r)
+	case *protocol.StartMirrorTopicsRequest:
+		return a.startTopics(ctx, r)
+	case *protocol.StopMirrorTopicsRequest:
+		return a.stopTopics(ctx, r)
+	case *protocol.PauseMirrorTopicsRequest:
+		return a.pauseTopics(ctx, r)
+	case *protocol.ResumeMirrorTopicsRequest:
+		return a.resumeTopics(ctx, r)
+	case *protocol.DeleteClusterMirrorRequest:
+		return a.deleteMirror(ctx, r)
+	case *protocol.IncrementalAlterConfigsRequest:
+		return a.incrementalAlterConfigs(ctx, r)
+	case *protocol.DescribeConfigsRequest:
+		return a.describeConfigs(r)
+	case *protocol.AddSidecarRequest:
+		return a.addSidecar(ctx, r)
+	case *protocol.RemoveSidecarRequest:
+		return a.removeSidecar(ctx, r)
+	case *protocol.DescribeSidecarsRequest:
+		return a.describeSidecars(r)
+	case *protocol.ReadMirrorStatesRequest:
+		if a.coord == nil {
+			break
+		}
+		return a.coord.read(r)
+	case *protocol.WriteMirrorStatesRequest:
+		if a.coord == nil {
+			break
+		}
+		return a.coord.write(ctx, r, a.now().UnixMilli())
+	}
+	resp := req.ResponseKind()
+	setError(resp, kerr.UnsupportedVersion.Code, fmt.Sprintf("%s is not supported by this sidecar yet", protocol.KeyName(req.Key())))
+	return resp
+}
+
+// applyCommand applies a command forwarded by a follower sidecar.
+func (a *admin) applyCommand(ctx context.Context, r *protocol.ApplyCommandRequest) protocol.Response {
+	resp := &protocol.ApplyCommandResponse{}
+	res, err := a.node.ApplyLocal(ctx, r.Command)
+	if err != nil {
+		code := kerr.UnknownServerError.Code
+		if errors.Is(err, raftnode.ErrNotLeader) {
+			code = kerr.NotController.Code
+		}
+		resp.ErrorCode, resp.ErrorMessage = code, strPtr(err.Error())
+		return resp
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, strPtr(err.Error())
+		return resp
+	}
+	resp.Result = b
+	return resp
+}
+
+// setError sets the top-level error of a response.
+func setError(resp protocol.Response, code int16, msg string) {
+	m := strPtr(msg)
+	switch r := resp.(type) {
+	case *protocol.CreateClusterMirrorResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.DeleteClusterMirrorResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.ListClusterMirrorsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.DescribeClusterMirrorsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.StartMirrorTopicsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.StopMirrorTopicsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.PauseMirrorTopicsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.ResumeMirrorTopicsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.ReadMirrorStatesResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.WriteMirrorStatesResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.ApplyCommandResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.DescribeLocalPartitionsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	}
+}
+
+func strPtr(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
