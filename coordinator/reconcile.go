@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -72,8 +73,10 @@ type reconciler struct {
 	interval time.Duration
 	now      func() time.Time
 	log      *zap.Logger
+	reg      prometheus.Registerer
 
-	kick chan struct{} // asks the loop to run now
+	kick     chan struct{}    // asks the loop to run now
+	lastPass prometheus.Gauge // when the last pass ended
 
 	mu         sync.Mutex
 	running    map[fetcher.Partition]*owned // partitions driven on the data plane, with their states
@@ -97,6 +100,10 @@ func newReconciler(r *reconciler) *reconciler {
 	r.settings = map[string]string{}
 	r.retries = map[fetcher.Partition]*retryState{}
 	r.restartGen = map[string]int64{}
+	r.lastPass = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sidemirror_reconcile_last_pass_timestamp_seconds",
+		Help: "When this sidecar last finished checking which mirror partitions it drives (every few seconds and on every change).",
+	})
 	return r
 }
 
@@ -112,6 +119,13 @@ func (r *reconciler) Kick() {
 // from the data plane (Kick), and every interval (leadership moves are not
 // pushed to us).
 func (r *reconciler) run(ctx context.Context) {
+	if r.reg != nil {
+		if err := r.reg.Register(r.lastPass); err != nil {
+			r.log.Warn("reconcile metrics are not exported", zap.Error(err))
+		} else {
+			defer r.reg.Unregister(r.lastPass)
+		}
+	}
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	for {
@@ -119,6 +133,7 @@ func (r *reconciler) run(ctx context.Context) {
 		if err := r.reconcile(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("reconcile", zap.Error(err))
 		}
+		r.lastPass.Set(float64(r.now().UnixNano()) / 1e9)
 		select {
 		case <-ctx.Done():
 			return

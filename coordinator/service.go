@@ -115,7 +115,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	s.writer = newStateWriter(&stateWriter{brokerID: cfg.BrokerID, coord: s.coord, peers: cfg.Peers, addrs: ctl,
 		dest: cfg.Destination, now: cfg.Now, log: log})
 	s.rec = newReconciler(&reconciler{brokerID: cfg.BrokerID, ctl: ctl, dial: cfg.SourceDialer, destCl: cfg.DestClient,
-		writer: s.writer, interval: cfg.ReconcileInterval, now: cfg.Now, log: log})
+		writer: s.writer, interval: cfg.ReconcileInterval, now: cfg.Now, log: log, reg: cfg.Registerer})
 	if s.coord != nil {
 		s.rec.loader = s.coord
 	}

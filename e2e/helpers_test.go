@@ -11,19 +11,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
+	"github.com/sidemirror/sidemirror/internal/testwait"
 )
 
-// waitFor polls cond every 200 ms until it returns true or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// wait polls the tests' conditions, which ask real Kafka clusters, a few
+// times a second.
+var wait = testwait.Every(200 * time.Millisecond)
 
 // newClient returns a franz-go client for c as u, closed at test end.
 func newClient(t *testing.T, c *testbed.Cluster, u testbed.User, extra ...kgo.Opt) *kgo.Client {

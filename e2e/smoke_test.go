@@ -110,7 +110,7 @@ func TestSmokeDenyWriteACL(t *testing.T) {
 
 	// ACLs reach every broker through the metadata log; poll until alice is refused.
 	var aliceErr error
-	waitFor(t, 30*time.Second, "alice's write to be denied", func() bool {
+	wait.For(t, 30*time.Second, "alice's write to be denied", func() bool {
 		aliceErr = produce(testbed.Alice, "after")
 		return aliceErr != nil
 	})

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/internal/testwait"
 )
 
 // TestCoalesceBatches merges hand-made batches of every codec, with
@@ -181,7 +183,7 @@ func TestCoalesceSmallBatches(t *testing.T) {
 			}
 
 			kept := "kept-" + c.name
-			waitFor(t, waitTimeout, kept+" caught up", func() bool {
+			testwait.For(t, waitTimeout, kept+" caught up", func() bool {
 				dst := e.offsets(e.dstAdm, false, kept)
 				return dst[0] == 60 && dst[1] == 60
 			})

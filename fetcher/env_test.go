@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/sidemirror/sidemirror/internal/testwait"
 )
 
 const (
@@ -272,7 +274,7 @@ func (e *testEnv) waitCaughtUp(m *Manager, topic string, partitions []int32) {
 func waitState(t *testing.T, m *Manager, p Partition, st State) PartitionStatus {
 	t.Helper()
 	var got PartitionStatus
-	waitFor(t, waitTimeout, fmt.Sprintf("%s in state %s", p, st), func() bool {
+	testwait.For(t, waitTimeout, fmt.Sprintf("%s in state %s", p, st), func() bool {
 		for _, s := range m.Status() {
 			if s.Partition == p {
 				got = s

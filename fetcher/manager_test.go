@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sidemirror/sidemirror/internal/testwait"
 )
 
 func startAll(t *testing.T, m *Manager, topic string, partitions []int32) {
@@ -292,7 +294,7 @@ func TestStopStartResumes(t *testing.T) {
 	if n := seriesCount(m.met.lag); n != 1 {
 		t.Fatalf("%d lag series after stopping one of two partitions", n)
 	}
-	waitFor(t, waitTimeout, "STOPPING, STOPPED notified", func() bool {
+	testwait.For(t, waitTimeout, "STOPPING, STOPPED notified", func() bool {
 		states := e.events.statesOf(p)
 		return len(states) >= 2 && states[len(states)-2] == StateStopping && states[len(states)-1] == StateStopped
 	})
@@ -530,7 +532,7 @@ func TestLocalNotLeader(t *testing.T) {
 	m := e.newManager()
 	p := Partition{testMirror, "nl", 0}
 	startAll(t, m, "nl", []int32{0})
-	waitFor(t, waitTimeout, "OnNotLeader", func() bool { return len(e.events.notLeaders()) == 1 })
+	testwait.For(t, waitTimeout, "OnNotLeader", func() bool { return len(e.events.notLeaders()) == 1 })
 	if got := e.events.notLeaders()[0]; got != p {
 		t.Fatalf("OnNotLeader(%v)", got)
 	}
@@ -540,7 +542,7 @@ func TestLocalNotLeader(t *testing.T) {
 	if end := e.offsets(e.dstAdm, false, "nl")[0]; end != 0 {
 		t.Fatalf("destination end offset %d, want 0", end)
 	}
-	waitFor(t, waitTimeout, "STOPPED notified", func() bool {
+	testwait.For(t, waitTimeout, "STOPPED notified", func() bool {
 		states := e.events.statesOf(p)
 		return states[len(states)-1] == StateStopped
 	})
@@ -654,7 +656,7 @@ func TestGapAfterOutage(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	waitFor(t, waitTimeout, "fetch errors", func() bool {
+	testwait.For(t, waitTimeout, "fetch errors", func() bool {
 		st := m.Status()
 		return len(st) == 1 && strings.Contains(st[0].LastError, "NOT_LEADER")
 	})
@@ -697,7 +699,7 @@ func TestLeadingGapEmptySource(t *testing.T) {
 	m := e.newManager()
 	p := Partition{testMirror, "empty", 0}
 	startAll(t, m, "empty", []int32{0})
-	waitFor(t, waitTimeout, "waiting for a live record", func() bool {
+	testwait.For(t, waitTimeout, "waiting for a live record", func() bool {
 		st := m.Status()
 		return len(st) == 1 && st[0].State == StateLogTruncation && strings.Contains(st[0].LastError, "no record at the source log start offset")
 	})
@@ -778,7 +780,7 @@ func TestStopWaitsForInFlightAppend(t *testing.T) {
 		t.Fatalf("Start while stopping: %v", err)
 	}
 	close(release)
-	waitFor(t, waitTimeout, "partition removed", func() bool { return len(m.Status()) == 0 })
+	testwait.For(t, waitTimeout, "partition removed", func() bool { return len(m.Status()) == 0 })
 	if end := e.offsets(e.dstAdm, false, "sw")[0]; end != 10 {
 		t.Fatalf("the in-flight batch should have landed: destination end %d", end)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/internal/testwait"
 )
 
 // memOffsetMaps is an OffsetMaps in memory.
@@ -65,7 +67,7 @@ func TestTranslateOffset(t *testing.T) {
 // against the source's end offset.
 func (e *testEnv) waitTranslated(m *Manager, topic string) {
 	e.t.Helper()
-	waitFor(e.t, waitTimeout, "the translated partition to catch up", func() bool {
+	testwait.For(e.t, waitTimeout, "the translated partition to catch up", func() bool {
 		end := e.offsets(e.srcAdm, false, topic)[0]
 		for _, st := range m.Status() {
 			if st.Topic == topic && st.Partition.Partition == 0 {

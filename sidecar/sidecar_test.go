@@ -12,19 +12,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-)
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/sidemirror/sidemirror/internal/testwait"
+)
 
 func testConfig(t *testing.T, dataDir string) Config {
 	t.Helper()
@@ -177,7 +167,7 @@ func TestSidecarRun(t *testing.T) {
 		case <-time.After(shutdownTimeout + time.Second):
 			t.Fatal("Run did not return after cancel")
 		}
-		waitFor(t, 5*time.Second, "HTTP listener to close", func() bool {
+		testwait.For(t, 5*time.Second, "HTTP listener to close", func() bool {
 			_, err := http.Get(base + "/healthz")
 			return err != nil
 		})

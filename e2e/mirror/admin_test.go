@@ -47,7 +47,7 @@ func TestAlterMirrorConfig(t *testing.T) {
 
 	// The source settings changed: every sidecar driving a partition
 	// replaced its source client, and mirroring goes on.
-	waitFor(t, 30*time.Second, "a sidecar to replace the mirror's source client", func() bool {
+	wait.For(t, 30*time.Second, "a sidecar to replace the mirror's source client", func() bool {
 		for _, s := range env.Sidecars.Sidecars() {
 			b, _ := os.ReadFile(s.LogPath())
 			for _, line := range strings.Split(string(b), "\n") {
@@ -196,7 +196,7 @@ func TestSidecarMembership(t *testing.T) {
 	if out := mustAt("--remove-sidecar", "--broker-id", "3"); out != "Removed sidecar 3 from the raft group\n" {
 		t.Fatalf("remove printed %q", out)
 	}
-	waitFor(t, 30*time.Second, "two sidecars with a leader", func() bool {
+	wait.For(t, 30*time.Second, "two sidecars with a leader", func() bool {
 		rows := sidecarRows(t, mustAt("--list-sidecars"))
 		_, has3 := rows["3"]
 		return len(rows) == 2 && !has3 && leaders(rows) == 1
@@ -210,7 +210,7 @@ func TestSidecarMembership(t *testing.T) {
 	if out != "Added sidecar 3 to the raft group\n" {
 		t.Fatalf("add printed %q", out)
 	}
-	waitFor(t, 30*time.Second, "three sidecars with a leader", func() bool {
+	wait.For(t, 30*time.Second, "three sidecars with a leader", func() bool {
 		rows := sidecarRows(t, mustCLI(t, "--list-sidecars"))
 		return len(rows) == 3 && leaders(rows) == 1 && rows["3"][1] == s3.AdminAddr
 	})
@@ -219,7 +219,7 @@ func TestSidecarMembership(t *testing.T) {
 	const mirror = "after-rejoin"
 	createMirror(t, mirror)
 	t.Cleanup(func() { cli(t, "--delete", "--mirror", mirror) })
-	waitFor(t, 30*time.Second, "sidecar 3 to list the new mirror", func() bool {
+	wait.For(t, 30*time.Second, "sidecar 3 to list the new mirror", func() bool {
 		r := cliAt(t, s3.AdminAddr, "--list")
 		return r.code == 0 && strings.Contains(r.stdout, mirror+" ")
 	})

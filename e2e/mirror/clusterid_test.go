@@ -124,7 +124,7 @@ func TestSourceClusterReplaced(t *testing.T) {
 	})
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	srcEnd := endOffsets(t, old, topic)
-	waitFor(t, 2*time.Minute, "the topic mirrored from the first cluster", func() bool {
+	wait.For(t, 2*time.Minute, "the topic mirrored from the first cluster", func() bool {
 		return maps.Equal(endOffsets(t, env.Destination, topic), srcEnd)
 	})
 	if got := describe(t, mirror).SourceClusterId; got != oldID {
@@ -154,7 +154,7 @@ func TestSourceClusterReplaced(t *testing.T) {
 	produceTo(t, old, topic, "new-cluster", 30)
 
 	mirrorCode := kerr.InconsistentClusterID.Code
-	waitFor(t, time.Minute, "describe to report the cluster ID change", func() bool {
+	wait.For(t, time.Minute, "describe to report the cluster ID change", func() bool {
 		m, _ := describeFaulty(t, mirror)
 		return m.ErrorCode == mirrorCode
 	})
@@ -173,7 +173,7 @@ func TestSourceClusterReplaced(t *testing.T) {
 		!strings.Contains(r.stderr, newID) || !strings.Contains(r.stdout, topic) {
 		t.Errorf("--describe: exit %d\nstdout: %s\nstderr: %s\nwant the table and INCONSISTENT_CLUSTER_ID naming %s", r.code, r.stdout, r.stderr, newID)
 	}
-	waitFor(t, 10*time.Second, "the sidecar log line of the halt", func() bool {
+	wait.For(t, 10*time.Second, "the sidecar log line of the halt", func() bool {
 		return len(sidecarLogLines(t, "source cluster ID changed: mirror halted", `"mirror": "`+mirror+`"`, newID)) > 0
 	})
 

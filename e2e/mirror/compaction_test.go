@@ -313,7 +313,7 @@ func checkGroupOutOfHole(t *testing.T, topic string) {
 	}
 	dstAdm := kadm.NewClient(newClient(t, env.Destination, testbed.Admin))
 	var at int64 = -1
-	waitFor(t, time.Minute, "the group offset sync", func() bool {
+	wait.For(t, time.Minute, "the group offset sync", func() bool {
 		fetched, err := dstAdm.FetchOffsets(ctx, group)
 		if err != nil {
 			return false

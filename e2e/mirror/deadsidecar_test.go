@@ -51,7 +51,7 @@ func TestDeadSidecar(t *testing.T) {
 	killed := time.Now()
 	victim.Kill()
 	produceVariety(t, env.Source, topic, 20_000, 42)
-	waitFor(t, time.Until(killed.Add(60*time.Second)), "every partition caught up within 60 s of the kill", func() bool {
+	wait.For(t, time.Until(killed.Add(60*time.Second)), "every partition caught up within 60 s of the kill", func() bool {
 		ok, _ := caughtUp(t, mirror, topic)
 		return ok
 	})
@@ -115,7 +115,7 @@ func TestFrozenSidecar(t *testing.T) {
 	// wakes up with fetched batches it has not appended yet.
 	stream := produceSteadily(t, topic)
 	start := endOffsets(t, env.Destination, topic)
-	waitFor(t, 30*time.Second, "the stream to reach the destination", func() bool {
+	wait.For(t, 30*time.Second, "the stream to reach the destination", func() bool {
 		now := endOffsets(t, env.Destination, topic)
 		for _, p := range led {
 			if now[p] <= start[p] {
@@ -126,7 +126,7 @@ func TestFrozenSidecar(t *testing.T) {
 	})
 	frozen := time.Now()
 	victim.Freeze()
-	waitFor(t, time.Minute, fmt.Sprintf("leadership of %s to leave broker %d", topic, victim.BrokerID), func() bool {
+	wait.For(t, time.Minute, fmt.Sprintf("leadership of %s to leave broker %d", topic, victim.BrokerID), func() bool {
 		return len(ledBy(destMetadata(t, topic), victim.BrokerID)) == 0
 	})
 	t.Logf("leadership of partitions %v moved %v after the freeze", led, time.Since(frozen).Round(time.Millisecond))
@@ -154,7 +154,7 @@ func TestFrozenSidecar(t *testing.T) {
 	// The woken sidecar stops every partition it drove (NOT_LEADER from its
 	// broker, or reconcile seeing the new leaders) before leadership
 	// returns; had it appended a stale batch, the dumps would differ.
-	waitFor(t, 30*time.Second, "the thawed sidecar to stop driving its partitions", func() bool {
+	wait.For(t, 30*time.Second, "the thawed sidecar to stop driving its partitions", func() bool {
 		return len(stoppedAfter(t, victim.LogPath(), logOffset, topic)) == len(led)
 	})
 	t.Logf("thawed sidecar stopped its partitions %v after the thaw (%d mentions of NOT_LEADER in its log):\n%s",
@@ -198,7 +198,7 @@ func destMetadata(t *testing.T, topic string) map[int32]kadm.PartitionDetail {
 func preferredLeaders(t *testing.T, topic string) map[int32]kadm.PartitionDetail {
 	t.Helper()
 	var md map[int32]kadm.PartitionDetail
-	waitFor(t, 30*time.Second, "preferred leaders of "+topic, func() bool {
+	wait.For(t, 30*time.Second, "preferred leaders of "+topic, func() bool {
 		md = destMetadata(t, topic)
 		for _, pd := range md {
 			if len(pd.Replicas) < 2 || pd.Leader != pd.Replicas[0] {
@@ -227,7 +227,7 @@ func ledBy(md map[int32]kadm.PartitionDetail, broker int32) []int32 {
 func waitOriginalOrder(t *testing.T, topic string, before map[int32]kadm.PartitionDetail, d time.Duration) {
 	t.Helper()
 	var last map[int32]kadm.PartitionDetail
-	waitFor(t, d, "the original replica order and preferred leaders of "+topic, func() bool {
+	wait.For(t, d, "the original replica order and preferred leaders of "+topic, func() bool {
 		last = destMetadata(t, topic)
 		for p, pd := range before {
 			now := last[p]

@@ -42,7 +42,7 @@ func TestUnplannedFailoverWithLag(t *testing.T) {
 		half[p] = o / 2
 	}
 	commitOffsets(t, env.Source, group, topic, half)
-	waitFor(t, 30*time.Second, "the group's offsets on the destination", func() bool {
+	wait.For(t, 30*time.Second, "the group's offsets on the destination", func() bool {
 		return maps.Equal(groupOffsets(t, env.Destination, group, topic), half)
 	})
 
@@ -217,7 +217,7 @@ func sidecarsBesideSource(t *testing.T, mirror string) *testbed.SidecarGroup {
 	}
 	var r cliResult
 	// The new raft group elects a leader first.
-	waitFor(t, time.Minute, "the mirror to be created beside the source", func() bool {
+	wait.For(t, time.Minute, "the mirror to be created beside the source", func() bool {
 		r = cliAt(t, g.AdminBootstrap(), "--create", "--mirror", mirror, "--mirror-config", path)
 		return r.code == 0 || strings.Contains(r.stderr, "already exists")
 	})
@@ -241,7 +241,7 @@ func TestFailbackWithoutDivergence(t *testing.T) {
 		t.Fatalf("failback start: exit %d, stdout %q (want %q), stderr %q", r.code, r.stdout, want, r.stderr)
 	}
 	var a, b map[int32]int64
-	waitFor(t, 2*time.Minute, "A to catch up with B", func() bool {
+	wait.For(t, 2*time.Minute, "A to catch up with B", func() bool {
 		a, b = endOffsets(t, env.Source, topic), endOffsets(t, env.Destination, topic)
 		return maps.Equal(a, b)
 	})
@@ -345,7 +345,7 @@ func TestFailbackWithDivergence(t *testing.T) {
 
 	// The topic mirrors again, at B's offsets.
 	var aEnd, bEnd map[int32]int64
-	waitFor(t, 3*time.Minute, "A to mirror B again after the re-seed", func() bool {
+	wait.For(t, 3*time.Minute, "A to mirror B again after the re-seed", func() bool {
 		aEnd, bEnd = endOffsets(t, env.Source, topic), endOffsets(t, env.Destination, topic)
 		return maps.Equal(aEnd, bEnd)
 	})

@@ -17,20 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
+	"github.com/sidemirror/sidemirror/internal/testwait"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
-// waitFor polls cond every 250 ms until it returns true or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
+// wait polls the tests' conditions, which ask real Kafka clusters, a few
+// times a second.
+var wait = testwait.Every(250 * time.Millisecond)
 
 // cliResult is what one kafka-cluster-mirrors run printed.
 type cliResult struct {
@@ -237,5 +230,44 @@ func dumpLogs(t *testing.T) {
 		if t.Failed() {
 			t.Log(env.LogTails(60))
 		}
+	})
+}
+
+// waitSyncRounds waits until the metadata sync of mirror completed n more
+// rounds of step on the raft leader (its last-success timestamp moved n
+// times): the evidence a check that nothing changed waits for, instead of
+// sleeping.
+func waitSyncRounds(t *testing.T, mirror, step string, n int) {
+	t.Helper()
+	name := fmt.Sprintf("sidemirror_metadata_sync_last_success_timestamp_seconds{mirror=%q,step=%q}", mirror, step)
+	last, moved := metricValue(leaderMetrics(t), name), 0
+	wait.For(t, time.Minute, fmt.Sprintf("%d more rounds of the metadata sync's %s step of mirror %s", n, step, mirror), func() bool {
+		if v := metricValue(leaderMetrics(t), name); v > last {
+			last, moved = v, moved+1
+		}
+		return moved >= n
+	})
+}
+
+// waitReconciledAfter waits until every running sidecar finished a
+// reconcile pass (which also decides the automatic retries of FAILED
+// partitions) after at: the evidence a check that a partition stays as it
+// is waits for.
+func waitReconciledAfter(t *testing.T, at time.Time) {
+	t.Helper()
+	const name = "sidemirror_reconcile_last_pass_timestamp_seconds"
+	wait.For(t, time.Until(at)+time.Minute, fmt.Sprintf("every sidecar to reconcile after %s", at.Format(time.RFC3339Nano)), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range env.Sidecars.Sidecars() {
+			if !s.Running() {
+				continue
+			}
+			page, err := s.Metrics(ctx)
+			if err != nil || metricValue(page, name) < float64(at.UnixNano())/1e9 {
+				return false
+			}
+		}
+		return true
 	})
 }

@@ -254,7 +254,7 @@ func TestFailoverWithSourceDown(t *testing.T) {
 	// Writable: alice writes one record to every partition.
 	before := endOffsets(t, env.Destination, topic)
 	for p := range int32(4) {
-		waitFor(t, 30*time.Second, fmt.Sprintf("alice to be able to write to %s-%d", topic, p), func() bool { return aliceWriteTo(t, topic, p) == nil })
+		wait.For(t, 30*time.Second, fmt.Sprintf("alice to be able to write to %s-%d", topic, p), func() bool { return aliceWriteTo(t, topic, p) == nil })
 	}
 	after := endOffsets(t, env.Destination, topic)
 	for p := range int32(4) {
@@ -290,7 +290,7 @@ func TestDiscovery(t *testing.T) {
 	createSourceTopic(t, "disc-b", 2, nil)
 	// Mirrored within two refresh intervals of its creation: started, with
 	// both partitions driven by a sidecar.
-	waitFor(t, 2*refresh, "disc-b to be discovered and mirrored", func() bool {
+	wait.For(t, 2*refresh, "disc-b to be discovered and mirrored", func() bool {
 		states, _ := partitionStates(t, mirror, "disc-b")
 		return len(states) == 2 && allIn(states, "MIRRORING", "LOG_TRUNCATION")
 	})

@@ -75,18 +75,18 @@ func TestConfigSync(t *testing.T) {
 	createSourceTopic(t, topic, 2, nil)
 	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config", syncedMirrorConfig(t, nil))
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
-	waitFor(t, time.Minute, "the destination topic", func() bool { return len(endOffsets(t, env.Destination, topic)) == 2 })
+	wait.For(t, time.Minute, "the destination topic", func() bool { return len(endOffsets(t, env.Destination, topic)) == 2 })
 
 	alterSourceTopicConfig(t, topic, "retention.ms", "123456789")
 	alterSourceTopicConfig(t, topic, "compression.type", "gzip")
-	waitFor(t, 30*time.Second, "retention.ms on the destination", func() bool {
+	wait.For(t, 30*time.Second, "retention.ms on the destination", func() bool {
 		return topicConfig(t, env.Destination, topic, "retention.ms") == "123456789"
 	})
 	if got := topicConfig(t, env.Destination, topic, "compression.type"); got != "producer" {
 		t.Fatalf("destination compression.type = %q, want producer (forced, never synced)", got)
 	}
 	alterSourceTopicConfig(t, topic, "retention.ms", "223456789")
-	waitFor(t, 30*time.Second, "the changed retention.ms on the destination", func() bool {
+	wait.For(t, 30*time.Second, "the changed retention.ms on the destination", func() bool {
 		return topicConfig(t, env.Destination, topic, "retention.ms") == "223456789"
 	})
 	if got := topicConfig(t, env.Destination, topic, "compression.type"); got != "producer" {
@@ -114,7 +114,7 @@ func TestPartitionExpansion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("add source partitions: %v", err)
 	}
-	waitFor(t, 30*time.Second, "5 partitions on the destination", func() bool { return len(endOffsets(t, env.Destination, topic)) == 5 })
+	wait.For(t, 30*time.Second, "5 partitions on the destination", func() bool { return len(endOffsets(t, env.Destination, topic)) == 5 })
 	produceVariety(t, env.Source, topic, 5_000, 12)
 	waitCaughtUp(t, mirror, topic, 2*time.Minute)
 	src := endOffsets(t, env.Source, topic)
@@ -217,7 +217,7 @@ func TestGroupOffsetSync(t *testing.T) {
 	}
 
 	want := groupOffsets(t, env.Source, group, topic)
-	waitFor(t, 30*time.Second, "the group offsets on the destination", func() bool {
+	wait.For(t, 30*time.Second, "the group offsets on the destination", func() bool {
 		got := groupOffsets(t, env.Destination, group, topic)
 		return maps.Equal(got, want)
 	})
@@ -270,7 +270,7 @@ func TestActiveGroupNotOverwritten(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	busy := newClient(t, env.Destination, testbed.Admin, kgo.ConsumerGroup("busy"), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
-	waitFor(t, time.Minute, "the destination consumer of group busy to join", func() bool {
+	wait.For(t, time.Minute, "the destination consumer of group busy to join", func() bool {
 		busy.PollRecords(ctx, 1)
 		gs, err := kadm.NewClient(newClient(t, env.Destination, testbed.Admin)).DescribeGroups(ctx, "busy")
 		return err == nil && gs["busy"].State == "Stable"
@@ -297,13 +297,13 @@ func TestActiveGroupNotOverwritten(t *testing.T) {
 	commitOffsets(t, env.Source, "busy", topic, half)
 	commitOffsets(t, env.Source, "excluded-g", topic, half)
 	commitOffsets(t, env.Source, "idle", topic, half)
-	waitFor(t, 30*time.Second, "group idle on the destination", func() bool {
+	wait.For(t, 30*time.Second, "group idle on the destination", func() bool {
 		return maps.Equal(groupOffsets(t, env.Destination, "idle", topic), half)
 	})
 	// One more full round after that: move idle and wait again.
 	moved := map[int32]int64{0: src[0], 1: src[1]}
 	commitOffsets(t, env.Source, "idle", topic, moved)
-	waitFor(t, 30*time.Second, "group idle moved on the destination", func() bool {
+	wait.For(t, 30*time.Second, "group idle moved on the destination", func() bool {
 		return maps.Equal(groupOffsets(t, env.Destination, "idle", topic), moved)
 	})
 	if got := groupOffsets(t, env.Destination, "busy", topic); !maps.Equal(got, map[int32]int64{0: 1, 1: 1}) {
@@ -470,7 +470,7 @@ func TestAclSync(t *testing.T) {
 	unmirrored := literalTopicACL(other, "User:alice", read, allow)
 	createACLs(t, env.Source, aliceTopic, aliceGroup, bobDenied, carolBoth, prefixed, unmirrored)
 
-	waitFor(t, 30*time.Second, "the source's ACLs on the destination", func() bool {
+	wait.For(t, 30*time.Second, "the source's ACLs on the destination", func() bool {
 		return len(missingACLs(aclsOn(t, env.Destination), aliceTopic, aliceGroup, bobDenied)) == 0
 	})
 	dst := aclsOn(t, env.Destination)
@@ -481,11 +481,11 @@ func TestAclSync(t *testing.T) {
 	// Removed on the source: alice's topic ACL and carol's READ. Only the
 	// first was created by the sync.
 	deleteACLs(t, env.Source, aliceTopic, carolBoth)
-	waitFor(t, 30*time.Second, "the ACL removed on the source to go from the destination", func() bool {
+	wait.For(t, 30*time.Second, "the ACL removed on the source to go from the destination", func() bool {
 		return !aclsOn(t, env.Destination)[aliceTopic]
 	})
-	// Two more sync rounds (1 s each) to give a wrong deletion its chance.
-	time.Sleep(3 * time.Second)
+	// Two more rounds of the ACL step give a wrong deletion its chance.
+	waitSyncRounds(t, mirror, "acls", 2)
 	dst = aclsOn(t, env.Destination)
 	if m := missingACLs(dst, readOnly, carolOwn, carolBoth, aliceGroup, bobDenied); len(m) > 0 {
 		t.Fatalf("ACLs gone from the destination: %v\n(destination ACLs: %v)", m, dst)

@@ -167,7 +167,7 @@ func TestFaults(t *testing.T) {
 	// kill -9 a sidecar mid-copy, then restart it.
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	victim := env.Sidecars.Sidecar(2)
-	waitFor(t, time.Minute, "the copy to begin on the victim's partitions", func() bool {
+	wait.For(t, time.Minute, "the copy to begin on the victim's partitions", func() bool {
 		if sumValues(endOffsets(t, env.Destination, topic)) == 0 {
 			return false
 		}
@@ -245,7 +245,7 @@ func TestRaftLeaderFailover(t *testing.T) {
 	}
 	bootstrap := strings.Join(others, ",")
 	var r cliResult
-	waitFor(t, time.Minute, "the other sidecars to accept a new mirror", func() bool {
+	wait.For(t, time.Minute, "the other sidecars to accept a new mirror", func() bool {
 		r = cliAt(t, bootstrap, "--create", "--mirror", "after-failover", "--mirror-config", mirrorConfigFile(t, nil))
 		return r.code == 0 || strings.Contains(r.stderr, "already exists")
 	})
@@ -254,7 +254,7 @@ func TestRaftLeaderFailover(t *testing.T) {
 	if err := leader.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the restarted sidecar to know the new mirror", func() bool {
+	wait.For(t, time.Minute, "the restarted sidecar to know the new mirror", func() bool {
 		r := cliAt(t, leader.AdminAddr, "--list")
 		return r.code == 0 && strings.Contains(r.stdout, "after-failover")
 	})

@@ -26,7 +26,7 @@ func TestSyncSurvivesSourceOutage(t *testing.T) {
 		n.Kill()
 	}
 	t.Cleanup(func() { _ = env.Source.StartStopped(ctx) })
-	waitFor(t, time.Minute, "describe to show the source outage on the partitions", func() bool {
+	wait.For(t, time.Minute, "describe to show the source outage on the partitions", func() bool {
 		for _, tp := range describe(t, mirror).Topics {
 			for _, pd := range tp.Partitions {
 				if pd.LastError != nil && *pd.LastError != "" {
@@ -50,7 +50,7 @@ func TestSyncSurvivesSourceOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	alterSourceTopicConfig(t, topic, "retention.ms", "987654321")
-	waitFor(t, time.Minute, "metadata sync to resume (retention.ms on the destination)", func() bool {
+	wait.For(t, time.Minute, "metadata sync to resume (retention.ms on the destination)", func() bool {
 		return topicConfig(t, env.Destination, topic, "retention.ms") == "987654321"
 	})
 	produceVariety(t, env.Source, topic, 1000, 32)

@@ -89,7 +89,7 @@ func TestStatesSurviveRestarts(t *testing.T) {
 	mustCLI(t, "--pause", "--topics", "persist-b", "--mirror", mirror)
 
 	want := map[string]string{"persist-a-0": "MIRRORING", "persist-a-1": "MIRRORING", "persist-b-0": "PAUSED", "persist-b-1": "PAUSED"}
-	waitFor(t, 30*time.Second, "__mirror_state to hold the states", func() bool {
+	wait.For(t, 30*time.Second, "__mirror_state to hold the states", func() bool {
 		got, _ := stateDump(t, mirror)
 		return equalStates(got, want)
 	})
@@ -132,7 +132,7 @@ func TestStatesSurviveRestarts(t *testing.T) {
 	}
 	want["persist-b-0"], want["persist-b-1"] = "MIRRORING", "MIRRORING"
 	var got map[string]string
-	waitFor(t, 2*time.Minute, "the new coordinator to record the resumed states", func() bool {
+	wait.For(t, 2*time.Minute, "the new coordinator to record the resumed states", func() bool {
 		got, _ = stateDump(t, mirror)
 		if !equalStates(got, want) {
 			t.Logf("__mirror_state holds %v, want %v", got, want)

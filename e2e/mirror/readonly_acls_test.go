@@ -111,7 +111,7 @@ func TestReadOnlyAllowAllFollowsACLs(t *testing.T) {
 	}
 	readable := func(what string) {
 		t.Helper()
-		waitFor(t, 30*time.Second, "alice to read "+what, func() bool { return aliceFetch(t, topic) == nil })
+		wait.For(t, 30*time.Second, "alice to read "+what, func() bool { return aliceFetch(t, topic) == nil })
 		if ok, out := kcatReads(t, topic, n); !ok {
 			t.Fatalf("kcat as alice does not read the %d records %s:\n%s", n, what, out)
 		}
@@ -124,7 +124,7 @@ func TestReadOnlyAllowAllFollowsACLs(t *testing.T) {
 	// Only alice may read: the ALLOW ALL goes.
 	aliceRead := literalTopicACL(topic, "User:alice", read, allow)
 	createACLs(t, env.Destination, aliceRead)
-	waitFor(t, 30*time.Second, "the sidecars' ALLOW ALL to go", func() bool { return !aclsOn(t, env.Destination)[allowAll] })
+	wait.For(t, 30*time.Second, "the sidecars' ALLOW ALL to go", func() bool { return !aclsOn(t, env.Destination)[allowAll] })
 	if m := missingACLs(aclsOn(t, env.Destination), denyWrite, aliceRead); len(m) > 0 {
 		t.Fatalf("ACLs gone from the destination: %v", m)
 	}
@@ -136,7 +136,7 @@ func TestReadOnlyAllowAllFollowsACLs(t *testing.T) {
 	createACLs(t, env.Destination, bobRead)
 	deleteACLs(t, env.Destination, aliceRead)
 	var fetchErr error
-	waitFor(t, 30*time.Second, "alice's read to be refused", func() bool {
+	wait.For(t, 30*time.Second, "alice's read to be refused", func() bool {
 		fetchErr = aliceFetch(t, topic)
 		return fetchErr != nil
 	})
@@ -166,7 +166,7 @@ func TestReadOnlyAllowAllFollowsACLs(t *testing.T) {
 
 	// No other ACL any more: the ALLOW ALL comes back and everyone reads.
 	deleteACLs(t, env.Destination, prefixed)
-	waitFor(t, 30*time.Second, "the sidecars' ALLOW ALL to come back", func() bool { return aclsOn(t, env.Destination)[allowAll] })
+	wait.For(t, 30*time.Second, "the sidecars' ALLOW ALL to come back", func() bool { return aclsOn(t, env.Destination)[allowAll] })
 	readable("with the ALLOW ALL back")
 	if ok, out := kcatDenied(t, topic); ok {
 		t.Fatalf("kcat as alice is refused the topic's metadata with the ALLOW ALL back:\n%s", out)
@@ -184,5 +184,5 @@ func TestReadOnlyAllowAllFollowsACLs(t *testing.T) {
 	if dst[allowAll] || dst[denyWrite] {
 		t.Fatalf("after --stop: ALLOW ALL %v, DENY WRITE %v; want neither", dst[allowAll], dst[denyWrite])
 	}
-	waitFor(t, 30*time.Second, "alice to write to the stopped topic", func() bool { return aliceWrite(t, topic) == nil })
+	wait.For(t, 30*time.Second, "alice to write to the stopped topic", func() bool { return aliceWrite(t, topic) == nil })
 }

@@ -181,7 +181,7 @@ func sourceLeader(t *testing.T, topic string, partition int32) int32 {
 func electPreferred(t *testing.T, c *testbed.Cluster, topic string) {
 	t.Helper()
 	adm := kadm.NewClient(newClient(t, c, testbed.Admin))
-	waitFor(t, 2*time.Minute, "preferred leaders on "+c.Name(), func() bool {
+	wait.For(t, 2*time.Minute, "preferred leaders on "+c.Name(), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		set := kadm.TopicsSet{}
@@ -208,7 +208,7 @@ func electPreferred(t *testing.T, c *testbed.Cluster, topic string) {
 func raftLeader(t *testing.T) *testbed.Sidecar {
 	t.Helper()
 	var leader *testbed.Sidecar
-	waitFor(t, 30*time.Second, "a raft leader", func() bool {
+	wait.For(t, 30*time.Second, "a raft leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, s := range env.Sidecars.Sidecars() {

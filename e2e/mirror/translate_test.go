@@ -36,7 +36,7 @@ func TestTranslateMode(t *testing.T) {
 	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config", mirrorConfigFile(t, map[string]string{
 		"mirror.offsets": "translate", "mirror.metadata.refresh.interval.ms": "2000"}))
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
-	waitFor(t, 3*time.Minute, "the translated partition to catch up", func() bool {
+	wait.For(t, 3*time.Minute, "the translated partition to catch up", func() bool {
 		var rows []protocol.PartitionDetail
 		for _, tp := range describe(t, mirror).Topics {
 			rows = append(rows, tp.Partitions...)
@@ -141,7 +141,7 @@ func TestTranslateMode(t *testing.T) {
 		}
 	}
 	want := map[string]int64{"translate-live": at[src.lines[live]], "translate-hole": at[src.lines[afterHole]]}
-	waitFor(t, time.Minute, "translated group offsets", func() bool {
+	wait.For(t, time.Minute, "translated group offsets", func() bool {
 		for group, w := range want {
 			fetched, err := dstAdm.FetchOffsets(ctx, group)
 			if err != nil {

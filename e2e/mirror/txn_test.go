@@ -217,7 +217,7 @@ func openMirrorTxns(t *testing.T, mirror string) []string {
 // destination transaction per partition.
 func waitOpenTxnReplayed(t *testing.T, mirror, topic string, partitions int, d time.Duration) {
 	t.Helper()
-	waitFor(t, d, "the open transaction to be replayed", func() bool {
+	wait.For(t, d, "the open transaction to be replayed", func() bool {
 		return fmt.Sprint(endOffsets(t, env.Source, topic)) == fmt.Sprint(endOffsets(t, env.Destination, topic)) &&
 			len(openMirrorTxns(t, mirror)) == partitions
 	})
@@ -373,10 +373,10 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 		mirrorConfigFile(t, map[string]string{"mirror.transaction.timeout.ms": "5000"}))
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	src := openSourceTxn(t, "e2e-txn-timeout", topic, 1, 10)
-	waitFor(t, time.Minute, "the open transaction to be replayed", func() bool {
+	wait.For(t, time.Minute, "the open transaction to be replayed", func() bool {
 		return len(openMirrorTxns(t, mirror)) == 1
 	})
-	waitFor(t, time.Minute, "the destination to abort the replayed transaction", func() bool {
+	wait.For(t, time.Minute, "the destination to abort the replayed transaction", func() bool {
 		return len(openMirrorTxns(t, mirror)) == 0
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -385,7 +385,9 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reason string
-	waitFor(t, time.Minute, "the partition to fail", func() bool {
+	var failedAt time.Time
+	wait.For(t, time.Minute, "the partition to fail", func() bool {
+		failedAt = time.Now()
 		for _, tp := range describe(t, mirror).Topics {
 			for _, pd := range tp.Partitions {
 				if pd.State == "FAILED" {
@@ -403,8 +405,10 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 		t.Fatalf("destination markers %v, want only the destination's own ABORT at offset 10", m)
 	}
 	// No automatic retry: it would resume past the marker it cannot
-	// repair (the first one comes 10 s after the failure).
-	time.Sleep(13 * time.Second)
+	// repair. The first one would come 10 s after the owner saw the
+	// failure, at most one reconcile pass (2 s) after describe showed it:
+	// wait until every sidecar reconciled after that.
+	waitReconciledAfter(t, failedAt.Add(10*time.Second+2*time.Second))
 	for _, tp := range describe(t, mirror).Topics {
 		for _, pd := range tp.Partitions {
 			if pd.State != "FAILED" {

@@ -40,14 +40,14 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 		mirrorConfigFile(t, map[string]string{"mirror.transaction.timeout.ms": "3000"}))
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	txn := openSourceTxn(t, "e2e-unsup", topic, 1, 10) // partition 0 only
-	waitFor(t, time.Minute, "the open transaction to be replayed", func() bool { return len(openMirrorTxns(t, mirror)) == 1 })
-	waitFor(t, time.Minute, "the destination to abort it", func() bool { return len(openMirrorTxns(t, mirror)) == 0 })
+	wait.For(t, time.Minute, "the open transaction to be replayed", func() bool { return len(openMirrorTxns(t, mirror)) == 1 })
+	wait.For(t, time.Minute, "the destination to abort it", func() bool { return len(openMirrorTxns(t, mirror)) == 0 })
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
 	produce(1, 50)
 	var reason string
-	waitFor(t, 2*time.Minute, "partition 0 to fail and partition 1 to catch up", func() bool {
+	wait.For(t, 2*time.Minute, "partition 0 to fail and partition 1 to catch up", func() bool {
 		states := map[int32]string{}
 		var lag1 int64 = -1
 		for _, tp := range describe(t, mirror).Topics {
