@@ -70,7 +70,7 @@ func (a *admin) handle(ctx context.Context, req protocol.Request) protocol.Respo
 		wcancel()
 		if err != nil {
 			resp := req.ResponseKind()
-			setError(resp, kerr.CoordinatorNotAvailable.Code, err.Error())
+			setError(req, resp, kerr.CoordinatorNotAvailable.Code, err.Error())
 			return resp
 		}
 	}
@@ -117,7 +117,7 @@ func (a *admin) handle(ctx context.Context, req protocol.Request) protocol.Respo
 		return a.coord.write(ctx, r, a.now().UnixMilli())
 	}
 	resp := req.ResponseKind()
-	setError(resp, kerr.UnsupportedVersion.Code, fmt.Sprintf("%s is not supported by this sidecar yet", protocol.KeyName(req.Key())))
+	setError(req, resp, kerr.UnsupportedVersion.Code, fmt.Sprintf("%s is not supported by this sidecar yet", protocol.KeyName(req.Key())))
 	return resp
 }
 
@@ -142,10 +142,34 @@ func (a *admin) applyCommand(ctx context.Context, r *protocol.ApplyCommandReques
 	return resp
 }
 
-// setError sets the top-level error of a response.
-func setError(resp protocol.Response, code int16, msg string) {
+// setError sets the error of the response resp to request req: its
+// top-level error, or for the config APIs, which have none, the error of
+// every resource the request names. Every response kind of the admin
+// endpoint has its case (TestNotCaughtUpIsAnError sends each), so that no
+// failed request is answered as a success.
+func setError(req protocol.Request, resp protocol.Response, code int16, msg string) {
 	m := strPtr(msg)
 	switch r := resp.(type) {
+	case *protocol.AddSidecarResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.RemoveSidecarResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.DescribeSidecarsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.IncrementalAlterConfigsResponse:
+		if q, ok := req.(*protocol.IncrementalAlterConfigsRequest); ok {
+			for _, res := range q.Resources {
+				r.Responses = append(r.Responses, protocol.AlterConfigsResourceResponse{ErrorCode: code, ErrorMessage: m,
+					ResourceType: res.ResourceType, ResourceName: res.ResourceName})
+			}
+		}
+	case *protocol.DescribeConfigsResponse:
+		if q, ok := req.(*protocol.DescribeConfigsRequest); ok {
+			for _, res := range q.Resources {
+				r.Results = append(r.Results, protocol.DescribeConfigsResult{ErrorCode: code, ErrorMessage: m,
+					ResourceType: res.ResourceType, ResourceName: res.ResourceName})
+			}
+		}
 	case *protocol.CreateClusterMirrorResponse:
 		r.ErrorCode, r.ErrorMessage = code, m
 	case *protocol.DeleteClusterMirrorResponse:
