@@ -38,7 +38,27 @@
 // response. Kafka error codes stay in the response; ErrorFor turns one into
 // an *Error that unwraps to franz-go's kerr error.
 //
-// Files: apis.go (keys, registry, interfaces), header.go (request and
-// response headers), codec.go and codec_versions.go (shared encoding
-// helpers), errors.go, one file per message, server.go, client.go.
+// Files: doc.go (this overview), apis.go (keys, registry, interfaces),
+// header.go (request and response headers), codec.go and codec_versions.go
+// (shared encoding helpers), errors.go (Error, ErrorFor), server.go (the
+// framing server), client.go (Dial, Client), and one file per message:
+//
+//	add_sidecar.go
+//	api_versions.go
+//	apply_command.go
+//	create_cluster_mirror.go
+//	delete_cluster_mirror.go
+//	describe_cluster_mirrors.go
+//	describe_configs.go
+//	describe_local_partitions.go
+//	describe_sidecars.go
+//	incremental_alter_configs.go
+//	list_cluster_mirrors.go
+//	pause_mirror_topics.go
+//	read_mirror_states.go
+//	remove_sidecar.go
+//	resume_mirror_topics.go
+//	start_mirror_topics.go
+//	stop_mirror_topics.go
+//	write_mirror_states.go
 package protocol

@@ -13,8 +13,8 @@
 // value PartitionState) and TypeMirror (one per mirror, empty value). A nil
 // value is a tombstone; deleting a mirror tombstones all of its keys.
 // PartitionState values are versioned and extend through tagged fields, so
-// every decoder reads every later version. State codes are DESIGN.md D16's;
-// StateName and ParseState convert them.
+// every decoder reads every later version. State codes are DESIGN.md D16's,
+// defined once in internal/partstate; StateName and ParseState convert them.
 //
 // # Coordinator partitioning
 //
@@ -32,6 +32,9 @@
 //
 // Files: key.go (Key and record types), value.go (PartitionState and state
 // codes), partition.go (PartitionFor), store.go (Store), read.go (reading a
-// partition with raw ListOffsets and Fetch requests), dump.go (Dump),
-// errors.go (sentinel errors).
+// partition with raw ListOffsets and Fetch requests), write_via.go
+// (WriteVia: a coordinator's writes through its own broker, refused once
+// that broker lost the partition), dump.go (Dump), errors.go (sentinel
+// errors), doc.go (this overview). The state codes are those of
+// internal/partstate, the one partition state machine.
 package statestore

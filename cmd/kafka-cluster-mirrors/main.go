@@ -8,9 +8,10 @@
 //	kafka-cluster-mirrors --bootstrap-server :9191 --alter --mirror my-mirror --add-config 'bootstrap.servers=src:9092'
 //	kafka-cluster-mirrors --bootstrap-server :9191 --list-sidecars
 //
-// main stays thin: cli.go parses the flags into a Config and validates it,
-// commands.go runs one action against a client and prints its outcome. Exit
-// codes: 0 on success, 1 on any error (usage, connection, Kafka error codes).
+// main stays thin (main.go): cli.go parses the flags into a Config and
+// validates it, commands.go runs one action against a client and prints its
+// outcome, admin.go --alter and the actions on the sidecars' raft group. Exit codes: 0
+// on success, 1 on any error (usage, connection, Kafka error codes).
 package main
 
 import (

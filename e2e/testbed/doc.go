@@ -15,4 +15,15 @@
 //
 // Main is meant for TestMain: it starts a source and a destination cluster
 // once per test package.
+//
+// Files:
+//
+//	doc.go      this overview
+//	kafka.go    the Kafka release and its jars (Resolve, through Maven)
+//	cluster.go  Cluster: KRaft clusters of combined nodes, per-node Stop, Start, Kill
+//	clients.go  franz-go options and users for a cluster
+//	env.go      Env and Main: the clusters (and sidecars) of a test package
+//	sidecar.go  the sidemirror binaries and SidecarGroup: sidecars beside the destination's brokers
+//	process.go  the processes the bed starts, none outliving the tests
+//	measure.go  measurements: end offsets, CPU, memory, metrics
 package testbed

@@ -1,0 +1,70 @@
+package layout
+
+import (
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFileMaps checks that every package of the module has a file map, in
+// its DESIGN.md or its package comment, that names every non-test Go file
+// it has: a newcomer finds each file's role from the docs, and a file
+// added or renamed without its map fails here. A package of one file is
+// its own map, and doc.go, where a package comment lives, need not name
+// itself.
+func TestFileMaps(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "../../...").Output()
+	if err != nil {
+		t.Skipf("go list is not available here: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for dec.More() {
+		var pkg struct {
+			ImportPath string
+			Dir        string
+			GoFiles    []string
+		}
+		if err := dec.Decode(&pkg); err != nil {
+			t.Fatal(err)
+		}
+		if len(pkg.GoFiles) < 2 {
+			continue
+		}
+		checked++
+		docs := packageComments(t, pkg.Dir, pkg.GoFiles)
+		if b, err := os.ReadFile(filepath.Join(pkg.Dir, "DESIGN.md")); err == nil {
+			docs += string(b)
+		}
+		for _, f := range pkg.GoFiles {
+			if f != "doc.go" && !strings.Contains(docs, f) {
+				t.Errorf("%s: the file map (DESIGN.md or the package comment) does not name %s", pkg.ImportPath, f)
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked only %d packages: go list found too little", checked)
+	}
+}
+
+// packageComments returns the package comments of files in dir.
+func packageComments(t *testing.T, dir string, files []string) string {
+	t.Helper()
+	var b strings.Builder
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Doc != nil {
+			b.WriteString(f.Doc.Text())
+		}
+	}
+	return b.String()
+}
