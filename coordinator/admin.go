@@ -58,10 +58,11 @@ type admin struct {
 	log      *zap.Logger
 }
 
-// handle answers one request of the admin endpoint (Service.Handle): the
-// internal APIs as they are, every other request once this sidecar's
-// state caught up with the raft group.
-func (a *admin) handle(ctx context.Context, req protocol.Request) protocol.Response {
+// handle answers one request of the admin endpoint (Service.Handle) from
+// the connection c: the internal APIs as they are, every other request
+// once this sidecar's state caught up with the raft group. c is where the
+// authorization of a request (its principal, DESIGN D15) plugs in.
+func (a *admin) handle(ctx context.Context, _ *protocol.ConnInfo, req protocol.Request) protocol.Response {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	if _, internal := req.(*protocol.ApplyCommandRequest); !internal {

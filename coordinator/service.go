@@ -137,8 +137,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 }
 
 // Handle implements protocol.Handler.
-func (s *Service) Handle(ctx context.Context, _ *protocol.ConnInfo, req protocol.Request) protocol.Response {
-	return s.admin.handle(ctx, req)
+func (s *Service) Handle(ctx context.Context, c *protocol.ConnInfo, req protocol.Request) protocol.Response {
+	return s.admin.handle(ctx, c, req)
 }
 
 // Run runs the parts' loops until ctx ends and waits for them: the
