@@ -61,7 +61,8 @@ type stateLoader interface {
 // writer. It runs on its own goroutine (run); the data plane's events and
 // the admin endpoint's reads reach its state under mu, which guards only
 // the reconciler's own state and is never held across a call to the data
-// plane, the destination or raft.
+// plane, the destination or raft; the state writer's lock is taken under
+// it (queue), never the other way round.
 type reconciler struct {
 	brokerID int32
 	ctl      reconcileController
