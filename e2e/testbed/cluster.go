@@ -43,6 +43,15 @@ type ClusterOptions struct {
 	JVMOptions []string
 	// BrokerConfig overrides or adds server.properties entries.
 	BrokerConfig map[string]string
+	// Hosts, if set, runs node i in Hosts[i], a host of a multi-host bed,
+	// bound to that host's address on the standard ports; otherwise nodes
+	// bind free loopback ports.
+	Hosts []*Host
+	// Proxied (with Hosts) gives every node a Proxy on the bed's gateway and
+	// a second client listener, REMOTE, that advertises the proxy's address:
+	// clients that bootstrap from RemoteBootstrap reach the node through the
+	// proxy, those that bootstrap from Bootstrap reach it directly.
+	Proxied bool
 }
 
 // User is a SASL/PLAIN principal of a test cluster.
@@ -83,7 +92,10 @@ type Node struct {
 	ID             int32
 	BrokerAddr     string // client listener, host:port
 	ControllerAddr string
+	RemoteAddr     string // its proxy's address, BrokerAddr when it has none
 	cluster        *Cluster
+	host           *Host  // nil on the loopback bed
+	proxy          *Proxy // nil unless ClusterOptions.Proxied
 	dir            string
 	logPath        string
 
@@ -110,20 +122,12 @@ func StartCluster(ctx context.Context, dist Distribution, parent string, opts Cl
 	if err := os.WriteFile(filepath.Join(c.dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
-	ports, err := freePorts(2 * opts.Nodes)
-	if err != nil {
+	if err := c.placeNodes(); err != nil {
 		return nil, err
 	}
-	for i := range opts.Nodes {
-		n := &Node{
-			ID:             int32(i + 1),
-			BrokerAddr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
-			ControllerAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
-			cluster:        c,
-		}
+	for _, n := range c.nodes {
 		n.dir = filepath.Join(c.dir, fmt.Sprintf("node-%d", n.ID))
 		n.logPath = filepath.Join(c.dir, fmt.Sprintf("node-%d.log", n.ID))
-		c.nodes = append(c.nodes, n)
 	}
 	for _, n := range c.nodes {
 		if err := n.writeConfig(); err != nil {
@@ -144,6 +148,46 @@ func StartCluster(ctx context.Context, dist Distribution, parent string, opts Cl
 		return nil, err
 	}
 	return c, nil
+}
+
+// placeNodes creates the nodes with their addresses: free loopback ports, or
+// the standard ports of their hosts, with a proxy each when asked for.
+func (c *Cluster) placeNodes() error {
+	o := c.opts
+	if o.Hosts != nil && len(o.Hosts) != o.Nodes {
+		return fmt.Errorf("testbed: %s: %d hosts for %d nodes", o.Name, len(o.Hosts), o.Nodes)
+	}
+	if o.Proxied && o.Hosts == nil {
+		return fmt.Errorf("testbed: %s: proxies need the nodes on hosts (ClusterOptions.Hosts)", o.Name)
+	}
+	var ports []int
+	if o.Hosts == nil {
+		var err error
+		if ports, err = freePorts(2 * o.Nodes); err != nil {
+			return err
+		}
+	}
+	for i := range o.Nodes {
+		n := &Node{ID: int32(i + 1), cluster: c}
+		if o.Hosts == nil {
+			n.BrokerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i]))
+			n.ControllerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1]))
+		} else {
+			n.host = o.Hosts[i]
+			n.BrokerAddr = n.host.Addr(hostBrokerPort)
+			n.ControllerAddr = n.host.Addr(hostControllerPort)
+		}
+		n.RemoteAddr = n.BrokerAddr
+		if o.Proxied {
+			p, err := n.host.net.NewProxy(n.host.Addr(hostRemotePort))
+			if err != nil {
+				return err
+			}
+			n.proxy, n.RemoteAddr = p, p.Addr()
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	return nil
 }
 
 // Name returns the cluster's name.
@@ -176,6 +220,17 @@ func (c *Cluster) Bootstrap() string {
 	addrs := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		addrs[i] = n.BrokerAddr
+	}
+	return strings.Join(addrs, ",")
+}
+
+// RemoteBootstrap returns the bootstrap servers for clients on other hosts
+// (a mirror's sidecars): the nodes' proxies when the cluster has them,
+// else Bootstrap.
+func (c *Cluster) RemoteBootstrap() string {
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.RemoteAddr
 	}
 	return strings.Join(addrs, ",")
 }
@@ -260,13 +315,21 @@ func (n *Node) writeConfig() error {
 	}
 	rf := strconv.Itoa(min(3, len(c.nodes)))
 	minISR := strconv.Itoa(max(1, min(2, len(c.nodes)-1)))
+	listeners := "BROKER://" + n.BrokerAddr + ",CONTROLLER://" + n.ControllerAddr
+	advertised := "BROKER://" + n.BrokerAddr
+	protocols := "BROKER:" + c.SecurityProtocol() + ",CONTROLLER:PLAINTEXT"
+	if n.proxy != nil {
+		listeners += ",REMOTE://" + n.proxy.Upstream()
+		advertised += ",REMOTE://" + n.RemoteAddr
+		protocols += ",REMOTE:" + c.SecurityProtocol()
+	}
 	props := map[string]string{
 		"process.roles":                                    "broker,controller",
 		"node.id":                                          strconv.Itoa(int(n.ID)),
 		"controller.quorum.voters":                         strings.Join(voters, ","),
-		"listeners":                                        "BROKER://" + n.BrokerAddr + ",CONTROLLER://" + n.ControllerAddr,
-		"advertised.listeners":                             "BROKER://" + n.BrokerAddr,
-		"listener.security.protocol.map":                   "BROKER:" + c.SecurityProtocol() + ",CONTROLLER:PLAINTEXT",
+		"listeners":                                        listeners,
+		"advertised.listeners":                             advertised,
+		"listener.security.protocol.map":                   protocols,
 		"inter.broker.listener.name":                       "BROKER",
 		"controller.listener.names":                        "CONTROLLER",
 		"log.dirs":                                         filepath.Join(n.dir, "data"),
@@ -297,6 +360,9 @@ func (n *Node) writeConfig() error {
 		props["sasl.enabled.mechanisms"] = "PLAIN"
 		props["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
 		props["listener.name.broker.plain.sasl.jaas.config"] = jaas.String()
+		if n.proxy != nil {
+			props["listener.name.remote.plain.sasl.jaas.config"] = jaas.String()
+		}
 	}
 	if c.opts.Authorizer {
 		props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -366,7 +432,7 @@ func (n *Node) launch() error {
 	}
 	fmt.Fprintf(logf, "===== testbed: starting %s node %d at %s\n", n.cluster.opts.Name, n.ID, time.Now().Format(time.RFC3339Nano))
 	args := append(n.jvmOptions(), "-cp", n.cluster.dist.Classpath(), "kafka.Kafka", n.configPath())
-	cmd := exec.Command(java, args...)
+	cmd := hostCommand(n.host, java, args...)
 	cmd.Dir = n.dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
@@ -395,6 +461,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
+	p.signal(syscall.SIGCONT) // a frozen node must be able to shut down
 	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -427,6 +494,12 @@ func (n *Node) PID() int {
 
 // LogPath returns the file the node's output goes to.
 func (n *Node) LogPath() string { return n.logPath }
+
+// Host returns the host the node runs in, nil on the loopback bed.
+func (n *Node) Host() *Host { return n.host }
+
+// Proxy returns the proxy in front of the node, or nil.
+func (n *Node) Proxy() *Proxy { return n.proxy }
 
 // current returns the running process, or nil.
 func (n *Node) current() *process {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"sync"
@@ -21,6 +22,17 @@ type EnvOptions struct {
 	// configuration.
 	Sidecars      bool
 	SidecarConfig map[string]string
+	// SidecarConfigFor, if set, adds or overrides keys of one sidecar's
+	// configuration after SidecarConfig (its addresses, say).
+	SidecarConfigFor func(*Sidecar) map[string]string
+	// MultiHost runs every node, and the sidecar beside each destination
+	// node, in a host of its own on one Network (Env.Net): source nodes in
+	// hosts s1, s2, ..., destination nodes in d1, d2, .... The source's
+	// nodes have proxies (ClusterOptions.Proxied): mirrors reach them at
+	// Source.RemoteBootstrap(), and the Env's source faults act on that
+	// path. It needs root and iproute2; Source.Hosts and Destination.Hosts
+	// are set by StartEnv.
+	MultiHost bool
 	// StartTimeout bounds resolving jars and starting both clusters
 	// (default 5 minutes).
 	StartTimeout time.Duration
@@ -43,6 +55,7 @@ type Env struct {
 	Destination *Cluster
 	Bin         Binaries      // set when sidecars were asked for
 	Sidecars    *SidecarGroup // nil unless EnvOptions.Sidecars
+	Net         *Network      // nil unless EnvOptions.MultiHost
 }
 
 // Clusters returns the env's clusters.
@@ -70,6 +83,13 @@ func StartEnv(ctx context.Context, opts EnvOptions, progress func(string)) (*Env
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	e := &Env{Dist: dist, Dir: dir}
+	if opts.MultiHost {
+		if err := e.placeOnHosts(&opts); err != nil {
+			e.Close()
+			return nil, err
+		}
+		say(fmt.Sprintf("multi-host bed: bridge %s at %s, hosts %s", e.Net.bridge, e.Net.Gateway(), e.Net.describeHosts()))
+	}
 	say(fmt.Sprintf("starting Kafka %s clusters under %s", dist.Version, dir))
 	var wg sync.WaitGroup
 	var srcErr, dstErr error
@@ -90,7 +110,7 @@ func StartEnv(ctx context.Context, opts EnvOptions, progress func(string)) (*Env
 			e.Close()
 			return nil, err
 		}
-		if e.Sidecars, err = StartSidecars(ctx, e.Bin.Sidemirror, e.Destination, dir, opts.SidecarConfig); err != nil {
+		if e.Sidecars, err = StartSidecarsFor(ctx, e.Bin.Sidemirror, e.Destination, dir, opts.sidecarConfig); err != nil {
 			e.Close()
 			return nil, err
 		}
@@ -98,7 +118,44 @@ func StartEnv(ctx context.Context, opts EnvOptions, progress func(string)) (*Env
 	return e, nil
 }
 
-// Close stops the sidecars, then both clusters.
+// sidecarConfig returns the configuration keys the options add to one
+// sidecar's.
+func (o EnvOptions) sidecarConfig(s *Sidecar) map[string]string {
+	props := maps.Clone(o.SidecarConfig)
+	if props == nil {
+		props = map[string]string{}
+	}
+	if o.SidecarConfigFor != nil {
+		maps.Copy(props, o.SidecarConfigFor(s))
+	}
+	return props
+}
+
+// placeOnHosts creates the Network and one host per node of each cluster.
+func (e *Env) placeOnHosts(opts *EnvOptions) error {
+	var err error
+	if e.Net, err = NewNetwork(); err != nil {
+		return err
+	}
+	place := func(o *ClusterOptions, prefix string) error {
+		o.Hosts = nil
+		for i := range max(o.Nodes, 1) {
+			h, err := e.Net.AddHost(fmt.Sprintf("%s%d", prefix, i+1))
+			if err != nil {
+				return err
+			}
+			o.Hosts = append(o.Hosts, h)
+		}
+		return nil
+	}
+	if err := place(&opts.Source, "s"); err != nil {
+		return err
+	}
+	opts.Source.Proxied = true
+	return place(&opts.Destination, "d")
+}
+
+// Close stops the sidecars, then both clusters, then removes the network.
 func (e *Env) Close() {
 	if e.Sidecars != nil {
 		e.Sidecars.Close()
@@ -106,6 +163,11 @@ func (e *Env) Close() {
 	for _, c := range e.Clusters() {
 		if c != nil {
 			c.Close()
+		}
+	}
+	if e.Net != nil {
+		if err := e.Net.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 		}
 	}
 }
@@ -138,6 +200,7 @@ func Main(m *testing.M, opts EnvOptions, env **Env) {
 		s := <-sigs
 		fmt.Fprintf(os.Stderr, "testbed: %v: killing Kafka nodes\n", s)
 		KillAll()
+		CloseNetworks()
 		os.Exit(130)
 	}()
 	start := time.Now()

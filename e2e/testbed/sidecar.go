@@ -71,6 +71,7 @@ type Sidecar struct {
 	RaftAddr  string
 	HTTPAddr  string
 
+	host       *Host // nil on the loopback bed
 	bin        string
 	dir        string
 	configPath string
@@ -82,9 +83,18 @@ type Sidecar struct {
 
 // StartSidecars writes a configuration for one sidecar per node of dest
 // (local.broker.id = node ID, authenticating as the Sidemirror super user),
-// starts them all and waits until each answers /healthz. extra adds or
-// overrides configuration keys of every sidecar.
+// starts them all and waits until each answers /healthz. A node on a host
+// of a multi-host bed gets its sidecar in the same host, on the host's
+// address and the standard ports (9191 admin, 9192 raft, 9193 HTTP);
+// otherwise sidecars bind free loopback ports. extra adds or overrides
+// configuration keys of every sidecar.
 func StartSidecars(ctx context.Context, bin string, dest *Cluster, parent string, extra map[string]string) (*SidecarGroup, error) {
+	return StartSidecarsFor(ctx, bin, dest, parent, func(*Sidecar) map[string]string { return extra })
+}
+
+// StartSidecarsFor is StartSidecars with the keys that config returns for
+// each sidecar added to or overriding that sidecar's configuration.
+func StartSidecarsFor(ctx context.Context, bin string, dest *Cluster, parent string, config func(*Sidecar) map[string]string) (*SidecarGroup, error) {
 	nodes := dest.Nodes()
 	ports, err := freePorts(3 * len(nodes))
 	if err != nil {
@@ -97,8 +107,12 @@ func StartSidecars(ctx context.Context, bin string, dest *Cluster, parent string
 			AdminAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])),
 			RaftAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+1])),
 			HTTPAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+2])),
+			host:      n.Host(),
 			bin:       bin,
 			dir:       filepath.Join(parent, fmt.Sprintf("sidecar-%d", n.ID)),
+		}
+		if h := s.host; h != nil {
+			s.AdminAddr, s.RaftAddr, s.HTTPAddr = h.Addr(hostAdminPort), h.Addr(hostRaftPort), h.Addr(hostHTTPPort)
 		}
 		s.configPath = filepath.Join(s.dir, "sidecar.properties")
 		s.logPath = filepath.Join(parent, fmt.Sprintf("sidecar-%d.log", n.ID))
@@ -126,7 +140,7 @@ func StartSidecars(ctx context.Context, bin string, dest *Cluster, parent string
 			props["destination.sasl.mechanism"] = cp["sasl.mechanism"]
 			props["destination.sasl.jaas.config"] = cp["sasl.jaas.config"]
 		}
-		maps.Copy(props, extra)
+		maps.Copy(props, config(s))
 		if err := s.writeConfig(props); err != nil {
 			return nil, err
 		}
@@ -225,7 +239,7 @@ func (s *Sidecar) launch() error {
 		return fmt.Errorf("testbed: %w", err)
 	}
 	fmt.Fprintf(logf, "===== testbed: starting sidecar %d at %s\n", s.BrokerID, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(s.bin, "run", "--config", s.configPath)
+	cmd := hostCommand(s.host, s.bin, "run", "--config", s.configPath)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	p, err := startProcess(cmd)
@@ -299,6 +313,9 @@ func (s *Sidecar) Thaw() {
 		p.signal(syscall.SIGCONT)
 	}
 }
+
+// Host returns the host the sidecar runs in, nil on the loopback bed.
+func (s *Sidecar) Host() *Host { return s.host }
 
 // Running reports whether the sidecar's process is alive.
 func (s *Sidecar) Running() bool { return s.current() != nil }
