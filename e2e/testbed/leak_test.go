@@ -48,7 +48,8 @@ func TestMain(m *testing.M) {
 
 // TestHelperProcess is the child of TestNoJVMLeftBehind: with both clusters
 // (and on the multi-host bed the sidecar) up it prints their PIDs and the
-// network's prefix, then ends the way its mode says.
+// network's prefix, waits until the parent has checked them (a line on its
+// standard input), then ends the way its mode says.
 func TestHelperProcess(t *testing.T) {
 	mode := os.Getenv(helperModeVar)
 	if mode == "" {
@@ -70,6 +71,9 @@ func TestHelperProcess(t *testing.T) {
 		prefix = helperEnv.Net.Prefix()
 	}
 	fmt.Printf("helper-ready net=%s pids=%s\n", prefix, strings.Join(pids, ","))
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		t.Fatalf("reading the parent's go-ahead: %v", err)
+	}
 	switch mode {
 	case "fail":
 		t.Fatal("failing on purpose")
@@ -118,6 +122,10 @@ func leaveNothingBehind(t *testing.T, bed, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	goAhead, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +171,10 @@ func leaveNothingBehind(t *testing.T, bed, mode string) {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 	case "sigkill":
 		_ = cmd.Process.Signal(syscall.SIGKILL)
+	default:
+		if _, err := io.WriteString(goAhead, "go\n"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	drained := make(chan struct{})
 	go func() { defer close(drained); _, _ = io.Copy(&childOut, out) }()
