@@ -2,4 +2,13 @@
 // Apache Kafka clusters started once per test package by the test bed in
 // e2e/testbed, and check results with independent clients (kcat, Kafka's
 // console tools) as well as franz-go.
+//
+// Packages:
+//
+//	e2e            smoke tests of the bed and the fail-on-purpose check of `make e2e-fail-check`
+//	e2e/mirror     the features, on the loopback bed: every broker and sidecar on 127.0.0.1
+//	e2e/multihost  across hosts, on the multi-host bed: every broker and sidecar in a network
+//	               namespace of its own, the source behind proxies (needs root and iproute2)
+//	e2e/testbed    the bed itself (clusters, sidecars, hosts, faults, proxies) and its leak tests
+//	e2e/cmd        the demo, the benchmark and `testbed`, the bed by hand
 package e2e

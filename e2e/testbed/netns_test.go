@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // requireMultiHost skips the test where the multi-host bed cannot run.
@@ -41,8 +42,19 @@ func netObjectsWith(prefix string) (namespaces, links []string) {
 }
 
 // echoServer serves TCP echo on addr until killed: the helper process that
-// the network tests start in a host.
+// the network tests start in a host. It first checks that it kept, through
+// `ip netns exec`, what the bed starts every process with: its own process
+// group and SIGKILL as its parent-death signal.
 func echoServer(addr string) {
+	var sig int
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&sig)), 0); errno != 0 || sig != int(syscall.SIGKILL) {
+		fmt.Fprintf(os.Stderr, "parent-death signal %d (%v), want SIGKILL\n", sig, errno)
+		os.Exit(3)
+	}
+	if pgid, _ := syscall.Getpgid(0); pgid != os.Getpid() {
+		fmt.Fprintf(os.Stderr, "process group %d, want its own (%d)\n", pgid, os.Getpid())
+		os.Exit(3)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -99,6 +111,8 @@ func startEcho(t *testing.T, h *Host) string {
 	addr := h.Addr(7000)
 	cmd := h.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), echoAddrVar+"="+addr)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
 	p, err := startProcess(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +124,11 @@ func startEcho(t *testing.T, h *Host) string {
 		if err == nil {
 			c.Close()
 			return addr
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("echo server in host %s exited: %v: %s", h.Name, p.err, stderr.String())
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("echo server in host %s: %v", h.Name, err)

@@ -3,7 +3,8 @@
 //
 //	testbed fetch   resolve the Kafka jars into the cache (a no-op when cached)
 //	testbed up      start a source and a destination cluster, print their
-//	                addresses and wait for Ctrl-C (or -duration)
+//	                addresses and wait for Ctrl-C (or -duration); -multihost
+//	                runs every node in a network namespace of its own (root)
 package main
 
 import (
@@ -37,12 +38,14 @@ func main() {
 		fs := flag.NewFlagSet("up", flag.ExitOnError)
 		duration := fs.Duration("duration", 0, "stop after this long (0: wait for Ctrl-C)")
 		sidecars := fs.Bool("sidecars", false, "also build and start one sidecar per destination node")
+		multihost := fs.Bool("multihost", false, "run every node (and sidecar) in a network namespace of its own, the source behind proxies (needs root and iproute2)")
 		_ = fs.Parse(os.Args[2:])
 		opts := testbed.DefaultEnvOptions()
 		if *sidecars {
 			opts.Sidecars = true
 			opts.SidecarConfig = map[string]string{"readonly.allow.everyone.if.no.acl.found": "true", "log.level": "info"}
 		}
+		opts.MultiHost = *multihost
 		env, err := testbed.StartEnv(ctx, opts, progress)
 		if err != nil {
 			fail(err)
@@ -66,8 +69,19 @@ func main() {
 
 func printEnv(env *testbed.Env) {
 	fmt.Printf("Apache Kafka %s, data and logs under %s\n\n", env.Dist.Version, env.Dir)
-	fmt.Printf("source cluster %s\n  bootstrap.servers=%s\n  security.protocol=%s\n\n",
+	if env.Net != nil {
+		fmt.Printf("multi-host bed: the root namespace is %s on the bridge\n", env.Net.Gateway())
+		for _, h := range env.Net.Hosts() {
+			fmt.Printf("  host %s: %s (ip netns exec %s ...)\n", h.Name, h.IP, h.Namespace())
+		}
+		fmt.Println()
+	}
+	fmt.Printf("source cluster %s\n  bootstrap.servers=%s\n  security.protocol=%s\n",
 		env.Source.ID(), env.Source.Bootstrap(), env.Source.SecurityProtocol())
+	if env.Net != nil {
+		fmt.Printf("  from the destination's hosts (through the proxies): bootstrap.servers=%s\n", env.Source.RemoteBootstrap())
+	}
+	fmt.Println()
 	fmt.Printf("destination cluster %s\n  bootstrap.servers=%s\n  security.protocol=%s\n  sasl.mechanism=PLAIN\n",
 		env.Destination.ID(), env.Destination.Bootstrap(), env.Destination.SecurityProtocol())
 	for _, u := range testbed.Users {
@@ -87,7 +101,7 @@ func printEnv(env *testbed.Env) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testbed fetch | testbed up [-duration 1m]")
+	fmt.Fprintln(os.Stderr, "usage: testbed fetch | testbed up [-duration 1m] [-sidecars] [-multihost]")
 	os.Exit(2)
 }
 

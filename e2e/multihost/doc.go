@@ -1,0 +1,15 @@
+// Package multihost holds the end-to-end tests that run sidemirror across
+// hosts: every broker, and the sidecar beside each destination broker, in a
+// network namespace of its own on the multi-host bed of e2e/testbed
+// (EnvOptions.MultiHost), with the source reached through proxies. The tests
+// check mirroring, write forwarding, the describe fan-out and dead-sidecar
+// detection across those hosts, with kcat dumps from the root namespace as
+// the independent check. They need root and iproute2, and skip without root.
+//
+// File map (all tests):
+//
+//	main_test.go        TestMain: the clusters, and each sidecar's addresses
+//	helpers_test.go     CLI, describe, topics, producing, offsets, kcat dumps
+//	hosts_test.go       placement, mirroring, forwarding and fan-out across hosts
+//	deadsidecar_test.go a sidecar killed with SIGKILL, detected across hosts
+package multihost

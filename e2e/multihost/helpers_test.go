@@ -1,0 +1,382 @@
+package multihost
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// waitFor polls cond every 250 ms until it returns true or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// dumpLogs prints the clusters' and sidecars' logs when t fails.
+func dumpLogs(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(env.LogTails(60))
+		}
+	})
+}
+
+// cliResult is what one kafka-cluster-mirrors run printed.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cliAt runs kafka-cluster-mirrors from the root namespace against the
+// given admin endpoints.
+func cliAt(t *testing.T, bootstrap string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, env.Bin.CLI, append([]string{"--bootstrap-server", bootstrap}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("kafka-cluster-mirrors %v: %v", args, err)
+	}
+	return r
+}
+
+// mustCLIAt runs the CLI against bootstrap and fails the test unless it
+// exits 0.
+func mustCLIAt(t *testing.T, bootstrap string, args ...string) string {
+	t.Helper()
+	r := cliAt(t, bootstrap, args...)
+	if r.code != 0 {
+		t.Fatalf("kafka-cluster-mirrors --bootstrap-server %s %v: exit %d\nstdout: %s\nstderr: %s", bootstrap, args, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// mustCLI runs the CLI against every sidecar.
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	return mustCLIAt(t, env.Sidecars.AdminBootstrap(), args...)
+}
+
+// mirrorConfigFile writes a --mirror-config file that reaches the source
+// the way the destination's hosts do: through the proxies.
+func mirrorConfigFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mirror.properties")
+	if err := os.WriteFile(path, []byte("bootstrap.servers="+env.Source.RemoteBootstrap()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// createMirror creates a mirror of the source through the sidecar(s) at
+// bootstrap.
+func createMirror(t *testing.T, bootstrap, name string) {
+	t.Helper()
+	out := mustCLIAt(t, bootstrap, "--create", "--mirror", name, "--mirror-config", mirrorConfigFile(t))
+	if want := "Created mirror " + name + "\n"; out != want {
+		t.Fatalf("create printed %q, want %q", out, want)
+	}
+}
+
+// describeAt returns the --describe --json output of one mirror, asked of
+// the sidecar(s) at bootstrap.
+func describeAt(t *testing.T, bootstrap, mirror string) protocol.DescribedMirror {
+	t.Helper()
+	out := mustCLIAt(t, bootstrap, "--describe", "--mirror", mirror, "--json")
+	var resp protocol.DescribeClusterMirrorsResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("describe --json printed unparsable output: %v\n%s", err, out)
+	}
+	if len(resp.Mirrors) != 1 || resp.Mirrors[0].MirrorName != mirror {
+		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), out)
+	}
+	return resp.Mirrors[0]
+}
+
+// partitions returns describe's rows of topic by partition.
+func partitions(m protocol.DescribedMirror, topic string) map[int32]protocol.PartitionDetail {
+	out := map[int32]protocol.PartitionDetail{}
+	for _, tp := range m.Topics {
+		if tp.TopicName == topic {
+			for _, pd := range tp.Partitions {
+				out[pd.PartitionIndex] = pd
+			}
+		}
+	}
+	return out
+}
+
+// newClient returns a franz-go client for c as u, closed at test end.
+func newClient(t *testing.T, c *testbed.Cluster, u testbed.User, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := c.NewClient(u, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// createSourceTopic creates a topic with replication factor 2 on the
+// source.
+func createSourceTopic(t *testing.T, name string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(newClient(t, env.Source, testbed.Admin)).CreateTopic(ctx, partitions, 2, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create source topic %s: %v", name, err)
+	}
+}
+
+// produce writes n records to topic on the source, half lz4 and half zstd
+// batches, with keys, null and random values of up to 2 KB and headers,
+// drawn from seed.
+func produce(t *testing.T, topic string, n int, seed uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for i, codec := range []kgo.CompressionCodec{kgo.Lz4Compression(), kgo.ZstdCompression()} {
+		cl := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic),
+			kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(5*time.Millisecond))
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		var records []*kgo.Record
+		for j := i; j < n; j += 2 {
+			r := &kgo.Record{Key: fmt.Appendf(nil, "key-%d", j%997)}
+			if j%50 != 0 { // every 50th value is null
+				r.Value = make([]byte, rng.IntN(2048))
+				for k := range r.Value {
+					r.Value[k] = byte('a' + rng.IntN(26))
+				}
+			}
+			if j%3 == 0 {
+				r.Headers = []kgo.RecordHeader{{Key: "seq", Value: strconv.AppendInt(nil, int64(j), 10)}}
+			}
+			records = append(records, r)
+		}
+		if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
+	}
+}
+
+// endOffsets returns the end offset of every partition of topic on c,
+// retrying while a new topic's metadata spreads through the cluster.
+func endOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, err := c.EndOffsets(ctx, topic)
+		cancel()
+		if err == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("end offsets of %s on %s: %v", topic, c.Name(), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// caughtUp reports whether every partition of topic is MIRRORING with lag 0
+// in describe and the destination's end offsets, read independently of the
+// sidecars, equal the source's; the string says what was seen.
+func caughtUp(t *testing.T, mirror, topic string) (bool, string) {
+	t.Helper()
+	src := endOffsets(t, env.Source, topic)
+	dst := endOffsets(t, env.Destination, topic)
+	rows := partitions(describeAt(t, env.Sidecars.AdminBootstrap(), mirror), topic)
+	ok := len(src) > 0 && len(src) == len(dst) && len(rows) == len(src)
+	for p, o := range src {
+		pd := rows[p]
+		if pd.State == "FAILED" {
+			t.Fatalf("%s-%d FAILED: %s", topic, p, deref(pd.LastError))
+		}
+		ok = ok && dst[p] == o && pd.State == "MIRRORING" && pd.Lag == 0 && pd.DestinationOffset == o
+	}
+	return ok, fmt.Sprintf("source %v, destination %v, describe %+v", src, dst, rows)
+}
+
+// waitCaughtUp waits until caughtUp holds.
+func waitCaughtUp(t *testing.T, mirror, topic string, d time.Duration) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(d)
+	for {
+		ok, seen := caughtUp(t, mirror, topic)
+		if ok {
+			return
+		}
+		last = seen
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not caught up after %v: %s", topic, d, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+// dumpFormat makes kcat print everything a record carries: offset,
+// timestamp, key and value lengths (-1 for null), key, value and headers.
+const dumpFormat = `%o %T %K %S %k %s %h\n`
+
+// compareDumps reads partition p of topic from the source and the
+// destination with kcat in the root namespace, as an independent client,
+// and fails the test at the first line that differs. It returns the number
+// of records compared.
+func compareDumps(t *testing.T, topic string, p int32) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := func(c *testbed.Cluster) (*bufio.Reader, *exec.Cmd, *bytes.Buffer) {
+		args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
+			"-o", "beginning", "-e", "-q", "-f", dumpFormat)
+		cmd := exec.CommandContext(ctx, "kcat", args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("kcat: %v", err)
+		}
+		return bufio.NewReaderSize(out, 1<<20), cmd, &stderr
+	}
+	src, srcCmd, srcErr := start(env.Source)
+	dst, dstCmd, dstErr := start(env.Destination)
+	n := 0
+	for {
+		a, errA := src.ReadBytes('\n')
+		b, errB := dst.ReadBytes('\n')
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s-%d: record %d differs:\nsource:      %.300q\ndestination: %.300q", topic, p, n, a, b)
+		}
+		if errA == io.EOF && errB == io.EOF {
+			break
+		}
+		if errA != nil || errB != nil {
+			t.Fatalf("%s-%d: reading dumps: %v / %v", topic, p, errA, errB)
+		}
+		n++
+	}
+	if err := srcCmd.Wait(); err != nil {
+		t.Fatalf("kcat on the source: %v: %s", err, srcErr)
+	}
+	if err := dstCmd.Wait(); err != nil {
+		t.Fatalf("kcat on the destination: %v: %s", err, dstErr)
+	}
+	return n
+}
+
+// compareAll compares the dumps of every partition of topic and returns
+// the number of records compared.
+func compareAll(t *testing.T, topic string, partitions int32) int {
+	t.Helper()
+	n := 0
+	for p := range partitions {
+		n += compareDumps(t, topic, p)
+	}
+	return n
+}
+
+// destMetadata returns the destination's metadata of every partition of
+// topic.
+func destMetadata(t *testing.T, topic string) map[int32]kadm.PartitionDetail {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(newClient(t, env.Destination, testbed.Admin)).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatalf("destination metadata of %s: %v", topic, err)
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil {
+		t.Fatalf("destination metadata of %s: %v", topic, td.Err)
+	}
+	return td.Partitions
+}
+
+// metrics returns a sidecar's /metrics page.
+func metrics(t *testing.T, s *testbed.Sidecar) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	page, err := s.Metrics(ctx)
+	if err != nil {
+		t.Fatalf("metrics of sidecar %d: %v", s.BrokerID, err)
+	}
+	return page
+}
+
+// metricValue returns the value of the sample named exactly name (with its
+// labels), or -1.
+func metricValue(page, name string) float64 {
+	for line := range strings.Lines(page) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// raftLeader returns the sidecar that reports itself raft leader.
+func raftLeader(t *testing.T) *testbed.Sidecar {
+	t.Helper()
+	var leader *testbed.Sidecar
+	waitFor(t, 30*time.Second, "a raft leader", func() bool {
+		for _, s := range env.Sidecars.Sidecars() {
+			if s.Running() && metricValue(metrics(t, s), "sidemirror_raft_leader") == 1 {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
