@@ -38,7 +38,7 @@ func TestDeadSidecar(t *testing.T) {
 	killed := time.Now()
 	victim.Kill()
 	produce(t, topic, 12_000, 12)
-	waitFor(t, time.Until(killed.Add(60*time.Second)), "every partition caught up within 60 s of the kill", func() bool {
+	wait.For(t, time.Until(killed.Add(60*time.Second)), "every partition caught up within 60 s of the kill", func() bool {
 		return caughtUpWithout(t, mirror, topic, victim.BrokerID)
 	})
 	t.Logf("partitions %v of broker %d in host %s: driven from other hosts and caught up %v after the kill",
@@ -55,7 +55,7 @@ func TestDeadSidecar(t *testing.T) {
 
 	restarted := time.Now()
 	startSidecar(t, victim)
-	waitFor(t, 2*time.Minute, "the original leaders of "+topic, func() bool {
+	wait.For(t, 2*time.Minute, "the original leaders of "+topic, func() bool {
 		now := destMetadata(t, topic)
 		for p, pd := range before {
 			if !slices.Equal(now[p].Replicas, pd.Replicas) || now[p].Leader != pd.Replicas[0] {
@@ -110,7 +110,7 @@ func caughtUpWithout(t *testing.T, mirror, topic string, dead int32) bool {
 func preferredLeaders(t *testing.T, topic string) map[int32]kadm.PartitionDetail {
 	t.Helper()
 	var md map[int32]kadm.PartitionDetail
-	waitFor(t, 30*time.Second, "preferred leaders of "+topic, func() bool {
+	wait.For(t, 30*time.Second, "preferred leaders of "+topic, func() bool {
 		md = destMetadata(t, topic)
 		for _, pd := range md {
 			if len(pd.Replicas) < 2 || pd.Leader != pd.Replicas[0] {

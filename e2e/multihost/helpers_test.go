@@ -21,20 +21,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
+	"github.com/sidemirror/sidemirror/internal/testwait"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
-// waitFor polls cond every 250 ms until it returns true or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
+// wait polls conditions that ask real clusters every 250 ms.
+var wait = testwait.Every(250 * time.Millisecond)
 
 // dumpLogs prints the clusters' and sidecars' logs when t fails.
 func dumpLogs(t *testing.T) {
@@ -369,7 +361,7 @@ func metricValue(page, name string) float64 {
 func raftLeader(t *testing.T) *testbed.Sidecar {
 	t.Helper()
 	var leader *testbed.Sidecar
-	waitFor(t, 30*time.Second, "a raft leader", func() bool {
+	wait.For(t, 30*time.Second, "a raft leader", func() bool {
 		for _, s := range env.Sidecars.Sidecars() {
 			if s.Running() && metricValue(metrics(t, s), "sidemirror_raft_leader") == 1 {
 				leader = s

@@ -183,7 +183,7 @@ func TestForwardedWrite(t *testing.T) {
 	if raftLeader(t) != leader {
 		t.Fatalf("leadership moved during the test: forwarding was not tested")
 	}
-	waitFor(t, 2*time.Minute, "the third sidecar to see the mirror caught up", func() bool {
+	wait.For(t, 2*time.Minute, "the third sidecar to see the mirror caught up", func() bool {
 		rows := partitions(describeAt(t, third.AdminAddr, mirror), topic)
 		dst := endOffsets(t, env.Destination, topic)
 		src := endOffsets(t, env.Source, topic)
