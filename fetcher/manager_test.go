@@ -489,7 +489,7 @@ func controlProduce(e *testEnv, n int32, code int16) *atomic.Int32 {
 }
 
 // TestRetriableAppendError: NOT_ENOUGH_REPLICAS on produce restarts from the
-// LEO with a new producer ID, without duplicates.
+// LEO with the same producer ID, without duplicates.
 func TestRetriableAppendError(t *testing.T) {
 	e := newTestEnv(t, 1, map[string]int32{"ae": 1})
 	cl := e.producer(kgo.Lz4Compression())
@@ -518,8 +518,49 @@ func TestRetriableAppendError(t *testing.T) {
 			t.Errorf("metric %s not registered (have %v)", want, names)
 		}
 	}
-	if gen := m.pids.generation(); gen < 3 {
-		t.Fatalf("producer ID generation %d: each of the two append errors must renew the producer ID", gen)
+	if gen := m.pids.generation(); gen != 1 {
+		t.Fatalf("producer ID generation %d: NOT_ENOUGH_REPLICAS must keep the producer ID (nothing was appended)", gen)
+	}
+}
+
+// TestAppendErrorProducerID: which produce errors make the partition take a
+// new producer ID. Those that leave the broker's state for it intact keep
+// it; those that say the broker has none, or an out-of-order refusal of the
+// batch right at the LEO the partition resumed from (the broker expects
+// another sequence there), renew it. Either way the copy is exact.
+func TestAppendErrorProducerID(t *testing.T) {
+	tests := []struct {
+		code    int16
+		errors  int32
+		wantGen uint64
+	}{
+		{kerr.NotEnoughReplicas.Code, 2, 1},
+		{kerr.RequestTimedOut.Code, 1, 1},
+		{kerr.OutOfOrderSequenceNumber.Code, 1, 2},
+		{kerr.UnknownProducerID.Code, 1, 2},
+		{kerr.InvalidProducerEpoch.Code, 1, 2},
+	}
+	for _, tc := range tests {
+		t.Run(kerr.ErrorForCode(tc.code).Error(), func(t *testing.T) {
+			e := newTestEnv(t, 1, map[string]int32{"pid": 1})
+			cl := e.producer(kgo.NoCompression())
+			e.produce(cl, "pid", []int32{0}, 0, 20, 5)
+			m := e.newManager(MaxInFlightPerPartition(3))
+			startAll(t, m, "pid", []int32{0})
+			e.waitCaughtUp(m, "pid", []int32{0})
+			seen := controlProduce(e, tc.errors, tc.code)
+			e.produce(cl, "pid", []int32{0}, 20, 30, 5)
+			e.waitCaughtUp(m, "pid", []int32{0})
+			if seen.Load() <= tc.errors {
+				t.Fatalf("%d produce requests, want more than the %d answered with an error", seen.Load(), tc.errors)
+			}
+			if n := e.compareTopic("pid"); n != 50 {
+				t.Fatalf("compared %d records, want 50", n)
+			}
+			if gen := m.pids.generation(); gen != tc.wantGen {
+				t.Fatalf("producer ID generation %d, want %d", gen, tc.wantGen)
+			}
+		})
 	}
 }
 

@@ -57,12 +57,45 @@ type partition struct {
 // across Stop and Start of the partition: the broker remembers the last
 // sequences of a producer ID per partition, so a restarted partition must
 // continue them (starting over at 0 would be a duplicate or out of order).
+//
+// After appends whose outcome is unknown (a dropped connection, a timeout,
+// a retriable error), the identity is kept: batches at..upTo-1 went out with
+// it, sequences seq, seq+1, ... at offsets at, at+1, ... (only the sidecar's
+// idempotent batches are in flight together), and the broker may append any
+// prefix of them, even after the driver read the LEO again. resume maps the
+// LEO to the sequence the broker expects there, so a batch sent again
+// carries the sequences it had: the broker answers a repeat of one of its
+// last five batches as a duplicate, at its original offset, and refuses
+// anything else out of order, instead of appending it twice.
 type producerState struct {
 	ident       *producerIdentity // nil: get a new one before appending
 	stale       *producerIdentity // the identity whose append failed
-	seq         int32             // next base sequence for ident
+	seq         int32             // next base sequence for ident, at destination offset at
+	at          int64             // see upTo
+	upTo        int64             // > at: the outcome of appends at..upTo-1 with ident is unknown
+	suspect     bool              // the batch at at was refused out of order: the broker's sequence differs
 	established bool              // the broker has state for ident on this partition (see pipeline.room)
 	lastAck     time.Time         // when a batch was last acknowledged
+}
+
+// resume sets the next sequence for the destination LEO leo. When the
+// broker's sequence there cannot be known (leo outside the unknown range:
+// another writer or a truncation; or the batch at leo was already refused
+// out of order with the sequence that the range gives), it drops the
+// identity: the driver then takes a new producer ID.
+func (ps *producerState) resume(leo int64) {
+	if ps.ident != nil && ps.upTo > ps.at {
+		switch {
+		case leo < ps.at || leo > ps.upTo || (ps.suspect && leo == ps.at):
+			ps.stale, ps.ident = ps.ident, nil
+		case leo > ps.at:
+			// Some of the unknown appends landed: the broker holds state
+			// for ident here now.
+			ps.seq = nextSequence(ps.seq, int32(leo-ps.at))
+			ps.established, ps.lastAck = true, time.Now()
+		}
+	}
+	ps.at, ps.upTo, ps.suspect = leo, leo, false
 }
 
 // fetchState is the hand-over between the partition's driver and the fetch
@@ -261,18 +294,20 @@ func (p *partition) run() {
 // append in flight.
 func (p *partition) runOnce() error {
 	ctx := p.ctx
+	leo, err := p.m.listLocalLEO(ctx, p.key)
+	if err != nil {
+		return err
+	}
+	p.setLEO(leo)
+	p.prod.resume(leo)
 	if p.prod.ident == nil {
 		id, err := p.m.pids.get(ctx, p.prod.stale)
 		if err != nil {
 			return err
 		}
 		p.prod.ident, p.prod.seq, p.prod.established = id, 0, false
+		p.log.Info("appending with a new producer ID", zap.Int64("producer-id", id.id))
 	}
-	leo, err := p.m.listLocalLEO(ctx, p.key)
-	if err != nil {
-		return err
-	}
-	p.setLEO(leo)
 	mir, err := p.m.mirror(p.key.Mirror)
 	if err != nil {
 		return err
@@ -315,14 +350,19 @@ func (p *partition) runOnce() error {
 	if pl.err != nil && !IsFatal(err) && !errors.Is(err, errNotLeader) {
 		err = pl.err // an append failed: it decides what happens next
 	}
-	if pl.failed {
-		// The broker's sequence state for our producer ID is unknown now:
-		// continue with a new producer ID, from sequence 0.
+	switch {
+	case pl.renew:
+		// The broker holds no usable state for our producer ID: continue
+		// with a new one, from sequence 0.
 		p.prod.stale, p.prod.ident = p.prod.ident, nil
-	} else {
-		p.prod.seq = pl.seqAcked
+	case pl.unsure:
+		// Appends after the confirmed LEO may still land: the next
+		// runOnce's LEO tells the sequence to continue with.
+		p.prod.seq, p.prod.at, p.prod.upTo, p.prod.suspect = pl.seqAcked, pl.leo, pl.sentEnd, pl.suspect
+	default:
+		p.prod.seq, p.prod.at, p.prod.upTo = pl.seqAcked, pl.leo, pl.leo
 	}
-	p.prod.established = pl.established && !pl.failed
+	p.prod.established = pl.established && !pl.renew
 	return err
 }
 

@@ -40,9 +40,14 @@ type pipeline struct {
 	inflight []*appendItem // submitted, oldest first
 	leo      int64         // confirmed destination LEO
 	next     int64         // destination LEO once everything in flight landed
-	seqAcked int32         // sequence after the last confirmed batch
+	seqAcked int32         // sequence after the last confirmed batch of the idempotent producer
 	err      error         // the first append error; nothing more is submitted
-	failed   bool          // an append was sent and failed: the producer ID's state is unknown
+	// An idempotent append failed. unsure: it was sent and may still be
+	// appended (sentEnd: the end of the sent batches), see producerState;
+	// suspect: the batch at leo was refused out of order; renew: the
+	// broker holds no usable state for the producer ID.
+	unsure, suspect, renew bool
+	sentEnd                int64
 	// translate: mirror.offsets=translate; the source cursor is then
 	// next+shift (in exact mode source and destination offsets are equal).
 	translate bool
@@ -119,7 +124,14 @@ func (pl *pipeline) complete(it *appendItem) {
 		return // never sent; the following items were not sent either
 	case res.err != nil:
 		if it.txn == nil {
-			pl.failed = true
+			pl.unsure = true
+			pl.sentEnd = max(pl.sentEnd, it.last+1)
+			if needsNewProducerID(res.err) {
+				pl.renew = true
+			}
+			if pl.err == nil && it.base == pl.leo && errors.Is(res.err, kerr.OutOfOrderSequenceNumber) {
+				pl.suspect = true
+			}
 		}
 		if pl.err == nil { // the first failure decides; the LEO is read again anyway
 			p.m.met.countError(opAppend, res.err)
@@ -130,7 +142,7 @@ func (pl *pipeline) complete(it *appendItem) {
 		}
 		return
 	case res.base != it.base:
-		pl.failed = true
+		pl.renew = true
 		pl.err = fmt.Errorf("%w: the local broker appended the batch of source offset %d at offset %d; "+
 			"another writer appended to %s (only the sidecar may write to mirror topics)",
 			ErrExactness, it.base, res.base, p.key)
@@ -143,11 +155,15 @@ func (pl *pipeline) complete(it *appendItem) {
 	pl.leo = it.last + 1
 	if it.txn != nil {
 		it.txn.seq = it.seqNext
-	} else if pl.err == nil {
+	} else {
+		// Confirmed LEO and sequence move together, even after a
+		// failure: they map the offsets of unknown appends to sequences.
 		pl.seqAcked = it.seqNext
 		pl.established = true
 		p.prod.lastAck = time.Now()
-		p.attempt = 0
+		if pl.err == nil {
+			p.attempt = 0
+		}
 	}
 	n, fillers := int64(it.num-it.fillers), int64(it.fillers)
 	p.mu.Lock()
@@ -207,10 +223,19 @@ func (pl *pipeline) drain(cancel bool) {
 	}
 }
 
+// needsNewProducerID reports whether a produce error means the broker holds
+// no usable state for the producer ID. Every other error keeps it (see
+// producerState): sequences make a batch the broker may already have safe
+// to send again.
+func needsNewProducerID(err error) bool {
+	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.UnknownProducerID) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
 // classifyAppendError maps a produce error to what happens to the partition:
 // NOT_LEADER stops it, authorization and record errors fail it, anything
 // else (retriable codes, sequence errors, connection errors) restarts it
-// from the destination LEO with a new producer ID.
+// from the destination LEO.
 func classifyAppendError(err error, it *appendItem) error {
 	ke, ok := errors.AsType[*kerr.Error](err)
 	if !ok {

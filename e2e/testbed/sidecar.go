@@ -218,6 +218,25 @@ func (s *Sidecar) writeConfig(props map[string]string) error {
 	return os.WriteFile(s.configPath, []byte(b.String()), 0o600)
 }
 
+// SetConfig sets key in the sidecar's configuration file and returns its
+// previous value ("" if it had none); the sidecar reads it when it starts
+// next.
+func (s *Sidecar) SetConfig(key, value string) (string, error) {
+	data, err := os.ReadFile(s.configPath)
+	if err != nil {
+		return "", fmt.Errorf("testbed: %w", err)
+	}
+	props := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(strings.TrimRight(line, "\n"), "="); ok {
+			props[k] = v
+		}
+	}
+	old := props[key]
+	props[key] = value
+	return old, s.writeConfig(props)
+}
+
 // ConfigPath returns the sidecar's configuration file.
 func (s *Sidecar) ConfigPath() string { return s.configPath }
 

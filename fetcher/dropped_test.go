@@ -1,0 +1,120 @@
+package fetcher
+
+import (
+	"math"
+	"testing"
+
+	"github.com/sidemirror/sidemirror/internal/kafkaproxy"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestDroppedProduceConnection: the connection to the local broker dies
+// after a produce request went out and before its answer, and the broker
+// appends that request only after the driver came back: read the LEO again
+// and sent the batch anew. The proxy in front of the local broker makes the
+// broker get the held request right before the resent one. With the same
+// producer ID and sequences the broker answers the resent batch as a
+// duplicate of the held one, at the same offset: no duplicate records, no
+// FAILED partition, and no new producer ID.
+func TestDroppedProduceConnection(t *testing.T) {
+	tests := []struct {
+		name string
+		// warm: records mirrored before the proxy holds a request, so that
+		// the held one is pipelined behind acknowledged batches; 0 holds
+		// the partition's first batch (a producer the broker does not know).
+		warm int
+	}{
+		{"first batch", 0},
+		{"pipelined", 300},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const topic = "dropped"
+			parts := []int32{0, 1}
+			e := newTestEnv(t, 1, map[string]int32{topic: 2})
+			px, err := kafkaproxy.Start("127.0.0.1:0", e.dst.ListenAddrs()[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = px.Close() })
+			e.local = e.client(e.dst, kgo.SeedBrokers(px.Addr()))
+			cl := e.producer(kgo.NoCompression())
+			m := e.newManager(MaxInFlightPerPartition(5))
+			if tc.warm > 0 {
+				e.produce(cl, topic, parts, 0, tc.warm, 10)
+				startAll(t, m, topic, parts)
+				e.waitCaughtUp(m, topic, parts)
+			}
+			px.HoldNext(kafkaproxy.ProduceTo(topic))
+			e.produce(cl, topic, parts, tc.warm, 500, 10)
+			if tc.warm == 0 {
+				startAll(t, m, topic, parts)
+			}
+			waitFor(t, waitTimeout, "the held produce request to reach the broker before its resent batches", func() bool {
+				_, released := px.Holds()
+				return released == 1
+			})
+			e.produce(cl, topic, parts, tc.warm+500, 200, 10)
+			e.waitCaughtUp(m, topic, parts)
+			if n, want := e.compareTopic(topic), 2*(tc.warm+700); n != want {
+				t.Fatalf("compared %d records, want %d", n, want)
+			}
+			for _, p := range parts {
+				for _, st := range e.events.statesOf(Partition{testMirror, topic, p}) {
+					if st == StateFailed {
+						t.Fatalf("partition %d went FAILED: %v", p, e.events.statesOf(Partition{testMirror, topic, p}))
+					}
+				}
+			}
+			if gen := m.pids.generation(); gen != 1 {
+				t.Fatalf("producer ID generation %d after a dropped connection, want 1: the producer ID must survive it", gen)
+			}
+		})
+	}
+}
+
+// TestProducerStateResume: where the destination LEO lies relative to the
+// appends whose outcome is unknown decides the next sequence, or a new
+// producer ID.
+func TestProducerStateResume(t *testing.T) {
+	id := &producerIdentity{id: 7, gen: 1}
+	tests := []struct {
+		name        string
+		st          producerState
+		leo         int64
+		wantSeq     int32
+		wantRenew   bool
+		established bool
+	}{
+		{"nothing unknown", producerState{ident: id, seq: 40, at: 100, upTo: 100}, 130, 40, false, false},
+		{"none landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 100, 40, false, false},
+		{"some landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 120, 60, false, true},
+		{"all landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 150, 90, false, true},
+		{"sequence wraps", producerState{ident: id, seq: math.MaxInt32 - 5, at: 100, upTo: 150}, 110, 4, false, true},
+		{"beyond what was sent", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 151, 0, true, false},
+		{"truncated below", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 99, 0, true, false},
+		{"refused out of order, LEO unmoved", producerState{ident: id, seq: 40, at: 100, upTo: 150, suspect: true}, 100, 0, true, false},
+		{"refused out of order, LEO moved", producerState{ident: id, seq: 40, at: 100, upTo: 150, suspect: true}, 110, 50, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st
+			st.resume(tc.leo)
+			if renewed := st.ident == nil; renewed != tc.wantRenew {
+				t.Fatalf("identity dropped: %v, want %v", renewed, tc.wantRenew)
+			}
+			if tc.wantRenew {
+				if st.stale != id {
+					t.Fatalf("stale identity %v, want the dropped one", st.stale)
+				}
+				return
+			}
+			if st.seq != tc.wantSeq || st.at != tc.leo || st.upTo != tc.leo || st.suspect {
+				t.Fatalf("seq %d at %d upTo %d suspect %v, want seq %d at %d upTo %d", st.seq, st.at, st.upTo, st.suspect, tc.wantSeq, tc.leo, tc.leo)
+			}
+			if st.established != tc.established {
+				t.Fatalf("established %v, want %v", st.established, tc.established)
+			}
+		})
+	}
+}
