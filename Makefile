@@ -18,7 +18,7 @@ LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X
 UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
 E2E_TIMEOUT ?= 35m
 
-.PHONY: all generate setup build test test-unit test-tools e2e lint demo bench e2e-fail-check release clean
+.PHONY: all generate setup build test test-unit test-tools e2e lint demo bench chaos e2e-fail-check release clean
 
 all: build generate
 
@@ -84,6 +84,11 @@ e2e-fail-check:
 	done
 
 # Measures, asserts nothing: see docs/operations.md#performance.
+# The seeded chaos run (e2e/chaos, issue 14): CHAOS_SEED=<n> replays a run,
+# CHAOS_DURATION=<go duration> sets its length (default 20m, 4m when CI=true).
+chaos: build
+	CHAOS=1 $(GO) test -count=1 -v -timeout 90m -run '^TestChaos$$' ./e2e/chaos/
+
 bench: setup build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fetcher/
 	$(GO) run ./e2e/cmd/bench $(BENCH_ARGS)

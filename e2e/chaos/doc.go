@@ -4,7 +4,9 @@
 // holds the source's records, no more and no fewer.
 //
 // Built so far: the fault schedule (schedule.go), the workload
-// (workload.go) and the checker's comparisons and report (check.go).
+// (workload.go), the checker's comparisons and report (check.go) and the
+// run on the loopback bed (chaos_test.go, `make chaos`), with the faults
+// that bed can inject.
 // Schedule draws one fault at a time from CHAOS_SEED (printed by every run, so that a failure
 // replays), each undone after its hold and followed by a quiet gap of 2 to
 // 8 s, until CHAOS_DURATION (20 minutes; 4 in CI) is over. A frozen sidecar
@@ -18,7 +20,7 @@
 // (Topology.Kinds): the loopback bed has no hosts and no tmpfs; the
 // multi-host bed (network namespaces, e2e/testbed) has them all.
 //
-// # The run (the runner on the test bed is still to build)
+// # The run
 //
 // Workload (StartWorkload), all on the source, for the whole run and a
 // little after the last fault:
@@ -56,4 +58,5 @@
 //	schedule.go  fault kinds, Schedule, CHAOS_SEED and CHAOS_DURATION, Summary
 //	workload.go  Workload: the idempotent, transactional and compacting producers and the group
 //	check.go     kcat dumps, Compare, SeqStats (duplicates and gaps), Report
+//	chaos_test.go TestChaos (CHAOS=1): the run on the loopback bed, faults injected, the checks
 package chaos
