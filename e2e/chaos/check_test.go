@@ -49,3 +49,19 @@ func TestReport(t *testing.T) {
 		t.Fatal("a run that converged after 61 s passed")
 	}
 }
+
+func TestTable(t *testing.T) {
+	src := Table([]string{"0 1 5 3 key-1 one ", "1 1 5 3 key-2 two ", "2 1 5 -1 key-1  ", "3 1 5 5 key-2 three "})
+	if len(src) != 1 || src["key-2"] != "three" {
+		t.Fatalf("table %v, want key-2=three alone", src)
+	}
+	// The destination holds a filler copy and compacted another way: the
+	// same table.
+	dst := Table([]string{"1 1 5 5 key-2 three ", "2 1 5 5 key-2 three ", "3 1 5 5 key-2 three "})
+	if d := CompareTables(src, dst); d != "" {
+		t.Fatal(d)
+	}
+	if d := CompareTables(src, map[string]string{"key-2": "two"}); !strings.Contains(d, "key-2") {
+		t.Fatalf("CompareTables = %q", d)
+	}
+}
