@@ -12,7 +12,7 @@ import (
 )
 
 // TestDroppedProduceConnection puts a proxy between a sidecar and its
-// broker. The proxy takes one of the sidecar's produce requests for the
+// broker (and the other brokers, which answer its Metadata requests too). The proxy takes one of the sidecar's produce requests for the
 // mirror topic off the connection and cuts it, so the sidecar sees a
 // dropped connection and no answer; the broker gets the request only right
 // before the sidecar's next produce request for the topic, that is after
@@ -28,12 +28,24 @@ func TestDroppedProduceConnection(t *testing.T) {
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	waitCaughtUp(t, mirror, topic, 2*time.Minute)
 
+	// A proxy in front of every destination broker (the sidecar asks any of
+	// them for metadata), the sidecar beside partition 0's leader rerouted.
 	s := env.Sidecars.Sidecar(owners(t, mirror, topic)[0])
-	px, err := kafkaproxy.Start("127.0.0.1:0", env.Destination.Node(s.BrokerID).BrokerAddr)
+	var upstreams []string
+	for _, n := range env.Destination.Nodes() {
+		upstreams = append(upstreams, n.BrokerAddr)
+	}
+	proxies, err := kafkaproxy.StartCluster("127.0.0.1:0", upstreams)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = px.Close() })
+	var px *kafkaproxy.Proxy
+	for i, n := range env.Destination.Nodes() {
+		t.Cleanup(func() { _ = proxies[i].Close() })
+		if n.ID == s.BrokerID {
+			px = proxies[i]
+		}
+	}
 	reroute(t, s, px.Addr())
 	waitFor(t, time.Minute, "the restarted sidecar to drive partition 0 again", func() bool {
 		return owners(t, mirror, topic)[0] == s.BrokerID

@@ -5,7 +5,10 @@
 // A client reaches the broker only through the proxy once it bootstraps from
 // Proxy.Addr: the proxy rewrites the broker's own address in Metadata
 // responses to its listener, so the client's later connections to that
-// broker come back through it. Requests and responses are forwarded frame by
+// broker come back through it. A client of a cluster of several brokers
+// would learn the broker's own address from the others' Metadata
+// responses: StartCluster puts a proxy in front of each, and each rewrites
+// all their addresses. Requests and responses are forwarded frame by
 // frame (the Kafka size prefix), and the proxy can:
 //   - delay every frame in both directions (SetLatency), without limiting
 //     throughput: frames queue, each leaves when its delay is over;
@@ -68,8 +71,7 @@ func ProduceTo(topic string) func(Request) bool {
 type Proxy struct {
 	ln       net.Listener
 	upstream string
-	upHost   string
-	upPort   int32
+	rewrites map[hostPort]hostPort // broker address -> its proxy's; read-only after start
 	host     string
 	port     int32
 	wg       sync.WaitGroup
@@ -95,26 +97,60 @@ type held struct {
 }
 
 // Start listens on listen ("127.0.0.1:0" picks a port) and forwards to the
-// broker at upstream (its advertised host:port).
+// broker at upstream (its advertised host:port). Metadata responses point
+// clients at the proxy for that broker only: a client that also talks to
+// other brokers of the cluster learns the broker's own address from them,
+// so for a cluster use StartCluster.
 func Start(listen, upstream string) (*Proxy, error) {
-	uh, up, err := splitHostPort(upstream)
+	ps, err := StartCluster(listen, []string{upstream})
 	if err != nil {
-		return nil, fmt.Errorf("kafkaproxy: upstream %q: %w", upstream, err)
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaproxy: %w", err)
+	return ps[0], nil
+}
+
+// StartCluster starts one proxy per broker of a cluster (upstreams: their
+// advertised host:port), each listening on a port of listen's host. Every
+// proxy points Metadata responses at the proxies for all of them, so a
+// client bootstrapped on any of them reaches the whole cluster through the
+// proxies.
+func StartCluster(listen string, upstreams []string) ([]*Proxy, error) {
+	rewrites := make(map[hostPort]hostPort)
+	var ps []*Proxy
+	fail := func(err error) ([]*Proxy, error) {
+		for _, p := range ps {
+			_ = p.Close()
+		}
+		return nil, err
 	}
-	h, port, err := splitHostPort(ln.Addr().String())
-	if err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("kafkaproxy: %w", err)
+	for _, upstream := range upstreams {
+		uh, up, err := splitHostPort(upstream)
+		if err != nil {
+			return fail(fmt.Errorf("kafkaproxy: upstream %q: %w", upstream, err))
+		}
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return fail(fmt.Errorf("kafkaproxy: %w", err))
+		}
+		h, port, err := splitHostPort(ln.Addr().String())
+		if err != nil {
+			_ = ln.Close()
+			return fail(fmt.Errorf("kafkaproxy: %w", err))
+		}
+		rewrites[hostPort{uh, up}] = hostPort{h, port}
+		ps = append(ps, &Proxy{ln: ln, upstream: upstream, host: h, port: port, rewrites: rewrites,
+			links: make(map[*link]struct{}), topicIDs: make(map[[16]byte]string)})
 	}
-	p := &Proxy{ln: ln, upstream: upstream, upHost: uh, upPort: up, host: h, port: port,
-		links: make(map[*link]struct{}), topicIDs: make(map[[16]byte]string)}
-	p.wg.Add(1)
-	go p.accept()
-	return p, nil
+	for _, p := range ps {
+		p.wg.Add(1)
+		go p.accept()
+	}
+	return ps, nil
+}
+
+type hostPort struct {
+	host string
+	port int32
 }
 
 func splitHostPort(addr string) (string, int32, error) {
@@ -477,8 +513,8 @@ func parseRequest(frame []byte) (Request, int32, bool) {
 	return r, corr, true
 }
 
-// rewriteMetadata points the upstream broker's entry of a Metadata response
-// at the proxy.
+// rewriteMetadata points the proxied brokers' entries of a Metadata response
+// at their proxies.
 func (p *Proxy) rewriteMetadata(frame []byte, version int16) ([]byte, error) {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.SetVersion(version)
@@ -502,8 +538,8 @@ func (p *Proxy) rewriteMetadata(frame []byte, version int16) ([]byte, error) {
 	p.mu.Unlock()
 	for i := range resp.Brokers {
 		b := &resp.Brokers[i]
-		if b.Host == p.upHost && b.Port == p.upPort {
-			b.Host, b.Port = p.host, p.port
+		if to, ok := p.rewrites[hostPort{b.Host, b.Port}]; ok {
+			b.Host, b.Port = to.host, to.port
 		}
 	}
 	out := append([]byte(nil), frame[:hdr]...)

@@ -2,6 +2,8 @@ package kafkaproxy
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -126,4 +128,47 @@ func endOffset(t *testing.T, cl *kgo.Client) int64 {
 		t.Fatal(err)
 	}
 	return resp.Topics[0].Partitions[0].Offset
+}
+
+// TestStartCluster: whichever broker answers Metadata, a client of a
+// cluster behind StartCluster's proxies learns only proxy addresses.
+func TestStartCluster(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ps, err := StartCluster("127.0.0.1:0", c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, p := range ps {
+			_ = p.Close()
+		}
+	}()
+	proxies := map[string]bool{}
+	for _, p := range ps {
+		proxies[p.Addr()] = true
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ps[0].Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	for id := range int32(3) {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(int(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range resp.Brokers {
+			if addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))); !proxies[addr] {
+				t.Fatalf("broker %d's Metadata names broker %d at %s, not a proxy", id, b.NodeID, addr)
+			}
+		}
+	}
 }
