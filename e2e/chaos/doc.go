@@ -6,10 +6,11 @@
 // Built so far: the fault schedule (schedule.go), the workload
 // (workload.go), the checker's comparisons and report (check.go) and the
 // run on the loopback bed (chaos_test.go, `make chaos`), with the faults
-// that bed can inject.
-// Schedule draws one fault at a time from CHAOS_SEED (printed by every run, so that a failure
-// replays), each undone after its hold and followed by a quiet gap of 2 to
-// 8 s, until CHAOS_DURATION (20 minutes; 4 in CI) is over. A frozen sidecar
+// that bed can inject (the multi-host bed will add the others).
+//
+// Schedule draws one fault at a time from CHAOS_SEED (printed by every
+// run, so that a failure replays), each undone after its hold and
+// followed by a quiet gap of 2 to 8 s, until CHAOS_DURATION (20 minutes; 4 in CI) is over. A frozen sidecar
 // or broker stays frozen longer than the failover timeout, so that the
 // frozen sidecar's partitions really move (repository DESIGN.md D7). The
 // kinds: kill -9 of a sidecar, of the raft leader's sidecar, of a
