@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sidemirror/sidemirror/internal/kafkaproxy"
+	"github.com/sidemirror/sidemirror/internal/testwait"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -50,7 +51,7 @@ func TestDroppedProduceConnection(t *testing.T) {
 			if tc.warm == 0 {
 				startAll(t, m, topic, parts)
 			}
-			waitFor(t, waitTimeout, "the held produce request to reach the broker before its resent batches", func() bool {
+			testwait.For(t, waitTimeout, "the held produce request to reach the broker before its resent batches", func() bool {
 				_, released := px.Holds()
 				return released == 1
 			})

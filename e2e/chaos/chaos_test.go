@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
+	"github.com/sidemirror/sidemirror/internal/testwait"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -273,25 +274,24 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 // for every topic and returns when that was first seen.
 func converge(t *testing.T, topics []string, d time.Duration) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	var at time.Time
+	testwait.Every(500*time.Millisecond).For(t, d, "the destination's end offsets to equal the source's", func() bool {
 		now := time.Now()
-		ok := true
 		for _, topic := range topics {
 			src, dst := kcatEnds(t, env.Source, topic), kcatEnds(t, env.Destination, topic)
-			ok = ok && len(src) > 0 && len(src) == len(dst)
+			if len(src) == 0 || len(src) != len(dst) {
+				return false
+			}
 			for p, o := range src {
-				ok = ok && dst[p] == o
+				if dst[p] != o {
+					return false
+				}
 			}
 		}
-		if ok {
-			return now
-		}
-		if now.After(deadline) {
-			t.Fatalf("the destination did not converge within %s of the last fault", d)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		at = now
+		return true
+	})
+	return at
 }
 
 // failedPartitions lists the mirror's FAILED partitions in describe.

@@ -47,7 +47,7 @@ func TestDroppedProduceConnection(t *testing.T) {
 		}
 	}
 	reroute(t, s, px.Addr())
-	waitFor(t, time.Minute, "the restarted sidecar to drive partition 0 again", func() bool {
+	wait.For(t, time.Minute, "the restarted sidecar to drive partition 0 again", func() bool {
 		return owners(t, mirror, topic)[0] == s.BrokerID
 	})
 	produceVariety(t, env.Source, topic, 3000, 42)
@@ -57,7 +57,7 @@ func TestDroppedProduceConnection(t *testing.T) {
 	logAt := fileSize(t, s.LogPath())
 	px.HoldNext(kafkaproxy.ProduceTo(topic))
 	stop := produceSteadily(t, topic)
-	waitFor(t, 2*time.Minute, "the broker to get the held produce request right before the sidecar's next one", func() bool {
+	wait.For(t, 2*time.Minute, "the broker to get the held produce request right before the sidecar's next one", func() bool {
 		_, released := px.Holds()
 		return released == 1
 	})
