@@ -236,22 +236,41 @@ func createTopics(t *testing.T, topics Topics) {
 	}
 }
 
-// partitions returns how many partitions topic has on the source.
+// partitions returns how many partitions topic has on the source, as
+// kcat's metadata listing tells.
 func partitions(t *testing.T, topic string) int32 {
-	t.Helper()
-	offs := kcatEnds(t, env.Source, topic)
-	return int32(len(offs))
-}
-
-// kcatEnds returns the end offset of every partition of topic, as kcat's
-// query mode reports it.
-func kcatEnds(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "kcat", append(c.KcatArgs(testbed.Admin), "-Q", "-t", topic+":-1:-1")...).Output()
+	out, err := exec.CommandContext(ctx, "kcat", append(env.Source.KcatArgs(testbed.Admin), "-L", "-J", "-t", topic)...).Output()
 	if err != nil {
-		// The topic may be briefly unknown on a restarted broker.
+		t.Fatalf("kcat -L -t %s: %v", topic, err)
+	}
+	var md struct {
+		Topics []struct {
+			Topic      string            `json:"topic"`
+			Partitions []json.RawMessage `json:"partitions"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal(out, &md); err != nil || len(md.Topics) != 1 {
+		t.Fatalf("kcat -L -J -t %s printed %q: %v", topic, out, err)
+	}
+	return int32(len(md.Topics[0].Partitions))
+}
+
+// kcatEnds returns the end offset of partitions 0..n-1 of topic, as kcat's
+// query mode reports it; nil when kcat fails (a restarted broker may not
+// know the topic yet).
+func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(c.KcatArgs(testbed.Admin), "-Q")
+	for p := range n {
+		args = append(args, "-t", fmt.Sprintf("%s:%d:-1", topic, p))
+	}
+	out, err := exec.CommandContext(ctx, "kcat", args...).Output()
+	if err != nil {
 		return nil
 	}
 	ends := map[int32]int64{}
@@ -267,6 +286,9 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 			ends[int32(p)] = o
 		}
 	}
+	if len(ends) != int(n) {
+		return nil
+	}
 	return ends
 }
 
@@ -274,12 +296,17 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 // for every topic and returns when that was first seen.
 func converge(t *testing.T, topics []string, d time.Duration) time.Time {
 	t.Helper()
+	counts := map[string]int32{}
+	for _, topic := range topics {
+		counts[topic] = partitions(t, topic)
+	}
 	var at time.Time
 	testwait.Every(500*time.Millisecond).For(t, d, "the destination's end offsets to equal the source's", func() bool {
 		now := time.Now()
 		for _, topic := range topics {
-			src, dst := kcatEnds(t, env.Source, topic), kcatEnds(t, env.Destination, topic)
-			if len(src) == 0 || len(src) != len(dst) {
+			n := counts[topic]
+			src, dst := kcatEnds(t, env.Source, topic, n), kcatEnds(t, env.Destination, topic, n)
+			if src == nil || dst == nil {
 				return false
 			}
 			for p, o := range src {

@@ -214,8 +214,13 @@ func (w *Workload) transactional(cl *kgo.Client, name string, seed uint64) {
 		}
 		cancel()
 		if err != nil {
-			// A fault can fence or time the transaction out; the checker
-			// compares whatever outcome the source recorded.
+			// A fault broke the transaction: abort it (whatever the source
+			// recorded, the checker compares both sides), retrying while
+			// the brokers come back.
+			if err := w.abort(cl); err != nil {
+				w.fail(fmt.Errorf("chaos: %s: %w", name, err))
+				return
+			}
 			continue
 		}
 		w.mu.Lock()
@@ -228,6 +233,27 @@ func (w *Workload) transactional(cl *kgo.Client, name string, seed uint64) {
 		select {
 		case <-w.ctx.Done():
 		case <-time.After(time.Duration(10+rng.IntN(40)) * time.Millisecond):
+		}
+	}
+}
+
+// abort ends a broken transaction with an abort, retrying for up to two
+// minutes, so that the next one can begin.
+func (w *Workload) abort(cl *kgo.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		err := cl.AbortBufferedRecords(ctx)
+		if err == nil {
+			err = cl.EndTransaction(ctx, kgo.TryAbort)
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("aborting a broken transaction: %w", err)
+		case <-time.After(time.Second):
 		}
 	}
 }
