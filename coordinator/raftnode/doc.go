@@ -22,6 +22,7 @@
 //	peers.go       Forwarder, Peers (the client of the other sidecars' internal APIs)
 //	fsm.go         the raft.FSM adapter of coordinator/fsm, with its logs
 //	hclog.go       the zap adapter raft logs through
+//	transport.go   the plain TCP transport, advertising the raft address unresolved
 //	errors.go      sentinel errors, NotLeaderError
 //	doc.go         this overview
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,8 +54,9 @@ type NodeConfig struct {
 	// ID (as a decimal string).
 	ID int32
 	// BindAddr is the raft listener; AdvertiseAddr what peers dial ("" =
-	// this sidecar's address in Peers, else BindAddr). Unused when a
-	// StreamLayer or a Transport is set.
+	// this sidecar's address in Peers, else BindAddr), kept as written (a
+	// host name is not resolved) and registered as this sidecar's raft
+	// address. Unused when a StreamLayer or a Transport is set.
 	BindAddr, AdvertiseAddr string
 	// DataDir holds raft/raft.db (log and stable store) and raft/snapshots.
 	DataDir string
@@ -247,11 +247,10 @@ func OpenNode(cfg NodeConfig) (_ *Node, err error) {
 		trans = nt
 	}
 	if trans == nil {
-		adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
-		if err != nil {
-			return nil, fmt.Errorf("%w: AdvertiseAddr %q does not resolve: %w", ErrInvalidNodeConfig, cfg.AdvertiseAddr, err)
+		nt, err := newTCPTransport(cfg.BindAddr, cfg.AdvertiseAddr, hlog.Named("transport"))
+		if errors.Is(err, ErrInvalidNodeConfig) {
+			return nil, err
 		}
-		nt, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, tcpMaxPool, tcpTimeout, hlog.Named("transport"))
 		if err != nil {
 			return nil, fmt.Errorf("coordinator: opening the raft transport on %s (advertised %s): %w", cfg.BindAddr, cfg.AdvertiseAddr, err)
 		}

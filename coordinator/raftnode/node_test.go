@@ -319,6 +319,45 @@ func TestTCPTransport(t *testing.T) {
 	})
 }
 
+// TestTCPTransportAdvertisesName binds every interface and advertises a
+// host name, as a deployment whose raft.peers names hosts does: the node
+// starts (its transport's address is the name, equal to its Peers entry,
+// not the name resolved) and registers the name. A wildcard address is
+// refused as the advertised one.
+func TestTCPTransportAdvertisesName(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	name := net.JoinHostPort("localhost", port)
+	n, err := raftnode.OpenNode(raftnode.NodeConfig{
+		ID: 4, BindAddr: ":" + port, DataDir: t.TempDir(), Peers: []raftnode.Peer{{ID: 4, Address: name}},
+		Logger: zaptest.NewLogger(t), HeartbeatTimeout: 200 * time.Millisecond,
+		ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	raftnodetest.ApplyOK(t, n, fsm.CreateMirror{Name: "named", Config: fsmtest.BootstrapConfig()})
+	testwait.For(t, raftnodetest.Timeout, "self-registration with the advertised name", func() bool {
+		ok := false
+		n.FSM().Read(func(s *fsm.State) { ok = s.Sidecars[4] != nil && s.Sidecars[4].RaftAddr == name })
+		return ok
+	})
+
+	wild := "0.0.0.0:" + port
+	_, err = raftnode.OpenNode(raftnode.NodeConfig{
+		ID: 5, BindAddr: "127.0.0.1:0", AdvertiseAddr: wild, DataDir: t.TempDir(), Peers: []raftnode.Peer{{ID: 5, Address: wild}},
+		Logger: zaptest.NewLogger(t),
+	})
+	if !errors.Is(err, raftnode.ErrInvalidNodeConfig) || !strings.Contains(err.Error(), `AdvertiseAddr "`+wild+`" is a wildcard address`) {
+		t.Fatalf("OpenNode advertising %s = %v, want ErrInvalidNodeConfig naming the wildcard address", wild, err)
+	}
+}
+
 // TestWaitCaughtUpAfterRestart restarts a follower that missed many
 // commands: WaitCaughtUp must not return before its state holds the last
 // one, although raft hands the entries over in several batches.
