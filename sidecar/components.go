@@ -48,7 +48,8 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 			c.stop(context.Background())
 		}
 	}()
-	// The admin listener is bound first: its address is registered in raft.
+	// The admin listener is bound first: its port is part of the admin
+	// address registered in raft when admin.advertised.listener is unset.
 	if c.adminLn, err = listen(KeyAdminListener, s.cfg.AdminListener); err != nil {
 		return nil, err
 	}
@@ -61,21 +62,28 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	if c.dest, err = kgo.NewClient(destOpts...); err != nil {
 		return nil, fmt.Errorf("sidecar: destination client: %w", err)
 	}
+	// What the other sidecars dial: forwarded writes, the describe
+	// fan-out and the liveness probes use the admin address, raft the raft
+	// address (Config.Validate refused addresses they cannot reach).
+	adminAddr := s.cfg.AdminAdvertisedAddr(c.adminLn.Addr().String())
+	s.log.Info("advertised addresses",
+		zap.String(KeyAdminAdvertised, adminAddr), zap.String(KeyRaftAdvertised, s.cfg.RaftAdvertisedAddr()))
 	c.peers = raftnode.NewPeers()
 	var peers []raftnode.Peer
 	for _, p := range s.cfg.RaftMembers() {
 		peers = append(peers, raftnode.Peer{ID: p.ID, Address: p.Address})
 	}
 	c.node, err = raftnode.OpenNode(raftnode.NodeConfig{
-		ID:         s.cfg.LocalBrokerID,
-		BindAddr:   s.cfg.RaftListener,
-		DataDir:    s.cfg.DataDir,
-		Peers:      peers,
-		AdminAddr:  c.adminLn.Addr().String(),
-		Version:    Version,
-		Logger:     s.log,
-		Registerer: s.reg,
-		Forwarder:  c.peers,
+		ID:            s.cfg.LocalBrokerID,
+		BindAddr:      s.cfg.RaftListener,
+		AdvertiseAddr: s.cfg.RaftAdvertisedAddr(),
+		DataDir:       s.cfg.DataDir,
+		Peers:         peers,
+		AdminAddr:     adminAddr,
+		Version:       Version,
+		Logger:        s.log,
+		Registerer:    s.reg,
+		Forwarder:     c.peers,
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +23,9 @@ const (
 	KeyLocalBrokerID         = "local.broker.id"
 	KeyLocalBootstrapServers = "local.bootstrap.servers"
 	KeyAdminListener         = "admin.listener"
+	KeyAdminAdvertised       = "admin.advertised.listener"
 	KeyRaftListener          = "raft.listener"
+	KeyRaftAdvertised        = "raft.advertised.listener"
 	KeyHTTPListener          = "http.listener"
 	KeyDataDir               = "data.dir"
 	KeyRaftPeers             = "raft.peers"
@@ -53,6 +56,15 @@ type Config struct {
 	AdminListener string // admin.listener: Kafka-protocol admin endpoint
 	RaftListener  string // raft.listener: raft transport
 	HTTPListener  string // http.listener: /metrics and /healthz
+
+	// AdminAdvertised is the admin address the other sidecars dial
+	// (admin.advertised.listener): registered in the raft state for write
+	// forwarding, the describe fan-out and the liveness probes. "" = the
+	// default of AdminAdvertisedAddr.
+	AdminAdvertised string
+	// RaftAdvertised is the raft address the other sidecars dial
+	// (raft.advertised.listener). "" = the default of RaftAdvertisedAddr.
+	RaftAdvertised string
 
 	// DataDir holds raft state and the lock file (data.dir, absolute).
 	DataDir string
@@ -117,12 +129,57 @@ func DefaultConfig() Config {
 }
 
 // RaftMembers returns the raft group: RaftPeers, or when that is empty, this
-// sidecar alone at its raft.listener.
+// sidecar alone at its advertised raft address.
 func (c Config) RaftMembers() []RaftPeer {
 	if len(c.RaftPeers) == 0 {
-		return []RaftPeer{{ID: c.LocalBrokerID, Address: c.RaftListener}}
+		return []RaftPeer{{ID: c.LocalBrokerID, Address: c.RaftAdvertisedAddr()}}
 	}
 	return append([]RaftPeer(nil), c.RaftPeers...)
+}
+
+// AdminAdvertisedAddr returns the admin address this sidecar registers for
+// the other sidecars, given the address admin.listener is bound to (its
+// port is used when admin.listener asks for port 0): admin.advertised.listener
+// when set, else admin.listener's host with the bound port. Validate
+// allows the default only where it can be dialed: in a group of more than
+// this sidecar, admin.listener's host must not be a wildcard, nor loopback
+// when the group spans hosts. A wildcard host becomes loopback here, which
+// is right for a group of one.
+func (c Config) AdminAdvertisedAddr(bound string) string {
+	if c.AdminAdvertised != "" {
+		return c.AdminAdvertised
+	}
+	host, port, _ := net.SplitHostPort(c.AdminListener)
+	if _, p, err := net.SplitHostPort(bound); err == nil {
+		port = p
+	}
+	return net.JoinHostPort(dialableHost(host), port)
+}
+
+// RaftAdvertisedAddr returns the raft address this sidecar advertises:
+// raft.advertised.listener when set, else this sidecar's entry in
+// raft.peers (which tells the others where to dial it, and which Validate
+// requires raft.advertised.listener to equal), else, in a group of one,
+// raft.listener with a wildcard host made loopback.
+func (c Config) RaftAdvertisedAddr() string {
+	if c.RaftAdvertised != "" {
+		return c.RaftAdvertised
+	}
+	if self, ok := c.selfPeer(); ok {
+		return self.Address
+	}
+	host, port, _ := net.SplitHostPort(c.RaftListener)
+	return net.JoinHostPort(dialableHost(host), port)
+}
+
+// selfPeer returns this sidecar's entry in raft.peers.
+func (c Config) selfPeer() (RaftPeer, bool) {
+	for _, p := range c.RaftPeers {
+		if p.ID == c.LocalBrokerID {
+			return p, true
+		}
+	}
+	return RaftPeer{}, false
 }
 
 // Validate checks the configuration and returns the first problem as a
@@ -161,6 +218,9 @@ func (c Config) Validate() error {
 	if err := c.validateRaftPeers(); err != nil {
 		return err
 	}
+	if err := c.validateAdvertised(); err != nil {
+		return err
+	}
 	if !slices.Contains(logFormats, c.LogFormat) {
 		return configErr(KeyLogFormat, "%q is not supported (expected %s)", c.LogFormat, orList(logFormats))
 	}
@@ -192,6 +252,10 @@ func (c Config) validateRaftPeers() error {
 		}
 		if problem := checkHostPort(p.Address, false, false); problem != "" {
 			return configErr(KeyRaftPeers, "%q: address %q %s", p.String(), p.Address, problem)
+		}
+		if isWildcardHost(hostOf(p.Address)) {
+			return configErr(KeyRaftPeers, "%q: address %q is a wildcard address, which no sidecar can dial (expected %d@<the address of that sidecar's host>:%s)",
+				p.String(), p.Address, p.ID, portOf(p.Address))
 		}
 		if prev, dup := ids[p.ID]; dup {
 			return configErr(KeyRaftPeers, "ID %d appears twice (%q and %q; expected one entry per broker)", p.ID, prev.String(), p.String())
@@ -245,7 +309,9 @@ var fields = []field{
 		return nil
 	}},
 	{KeyAdminListener, "", func(c *Config, v string) error { c.AdminListener = v; return nil }},
+	{KeyAdminAdvertised, "", func(c *Config, v string) error { c.AdminAdvertised = v; return nil }},
 	{KeyRaftListener, "", func(c *Config, v string) error { c.RaftListener = v; return nil }},
+	{KeyRaftAdvertised, "", func(c *Config, v string) error { c.RaftAdvertised = v; return nil }},
 	{KeyHTTPListener, "", func(c *Config, v string) error { c.HTTPListener = v; return nil }},
 	{KeyDataDir, "expected an absolute path, e.g. /var/lib/sidemirror", func(c *Config, v string) error {
 		c.DataDir = v
@@ -367,7 +433,9 @@ func (c Config) Redacted() []Property {
 	props = append(props, c.Destination.Redacted()...)
 	return append(props,
 		Property{Key: KeyAdminListener, Value: c.AdminListener},
+		Property{Key: KeyAdminAdvertised, Value: c.AdminAdvertised},
 		Property{Key: KeyRaftListener, Value: c.RaftListener},
+		Property{Key: KeyRaftAdvertised, Value: c.RaftAdvertised},
 		Property{Key: KeyHTTPListener, Value: c.HTTPListener},
 		Property{Key: KeyDataDir, Value: c.DataDir},
 		Property{Key: KeyRaftPeers, Value: formatPeers(c.RaftPeers)},

@@ -279,6 +279,9 @@ local.broker.id = ${env:SIDEMIRROR_TEST_BROKER_ID}
 local.bootstrap.servers = 127.0.0.1:9092, localhost:9093
 data.dir = /var/lib/sidemirror/
 raft.peers = 1@10.0.0.1:9192,2@10.0.0.2:9192,3@[fd00::3]:9192
+admin.listener = :9191
+admin.advertised.listener = 10.0.0.2:9191
+raft.listener = :9192
 destination.security.protocol = SASL_PLAINTEXT
 destination.sasl.mechanism = SCRAM-SHA-512
 destination.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
@@ -296,6 +299,7 @@ log.level = debug
 	want.LocalBootstrapServers = []string{"127.0.0.1:9092", "localhost:9093"}
 	want.DataDir = "/var/lib/sidemirror"
 	want.RaftPeers = []RaftPeer{{1, "10.0.0.1:9192"}, {2, "10.0.0.2:9192"}, {3, "[fd00::3]:9192"}}
+	want.AdminListener, want.AdminAdvertised, want.RaftListener = ":9191", "10.0.0.2:9191", ":9192"
 	want.LogLevel = "debug"
 	want.Destination.BootstrapServers = want.LocalBootstrapServers
 	want.Destination.SecurityProtocol = "SASL_PLAINTEXT"
@@ -307,8 +311,9 @@ log.level = debug
 
 	// Defaults the operator did not set.
 	for _, d := range []struct{ key, got, want string }{
-		{KeyAdminListener, cfg.AdminListener, "127.0.0.1:9191"},
-		{KeyRaftListener, cfg.RaftListener, "127.0.0.1:9192"},
+		{KeyAdminListener, DefaultConfig().AdminListener, "127.0.0.1:9191"},
+		{KeyRaftListener, DefaultConfig().RaftListener, "127.0.0.1:9192"},
+		{KeyRaftAdvertised, cfg.RaftAdvertisedAddr(), "10.0.0.2:9192"}, // this sidecar's raft.peers entry
 		{KeyHTTPListener, cfg.HTTPListener, "127.0.0.1:9193"},
 		{KeyLogFormat, cfg.LogFormat, "json"},
 		{"destination.ssl.truststore.type", cfg.Destination.SSL.TruststoreType, ""}, // detected from the file

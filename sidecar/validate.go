@@ -116,6 +116,142 @@ func validHost(h string) bool {
 	return true
 }
 
+// validateAdvertised checks the addresses the other sidecars dial: the
+// admin address (admin.advertised.listener, default admin.listener) and the
+// raft address (raft.advertised.listener, default this sidecar's raft.peers
+// entry). A wildcard address is never one to dial. A loopback address is
+// refused once the group spans hosts, that is once raft.peers lists another
+// sidecar at an address that is not loopback: from there, loopback is the
+// other host itself. A group whose members are all on loopback runs on one
+// host and may use it.
+func (c Config) validateAdvertised() error {
+	multi := len(c.RaftPeers) > 1 // validateRaftPeers: unique IDs, this sidecar among them
+	remote, spans := c.remotePeer()
+	_, adminPort, _ := net.SplitHostPort(c.AdminListener)
+	_, raftPort, _ := net.SplitHostPort(c.RaftListener)
+
+	if a := c.AdminAdvertised; a != "" {
+		if problem := checkHostPort(a, false, false); problem != "" {
+			return configErr(KeyAdminAdvertised, "%q %s", a, problem)
+		}
+		host, port, _ := net.SplitHostPort(a)
+		if isWildcardHost(host) {
+			return configErr(KeyAdminAdvertised, "%q is a wildcard address, which no sidecar can dial (set it to an address of this host that the other sidecars reach, e.g. %s)",
+				a, c.exampleAddr(port))
+		}
+		if spans && isLoopbackHost(host) {
+			return configErr(KeyAdminAdvertised, "%q is a loopback address, which the other sidecars in raft.peers (such as %s) cannot reach (set it to an address of this host that they reach, e.g. %s)",
+				a, remote, c.exampleAddr(port))
+		}
+	} else if multi && isWildcardHost(hostOf(c.AdminListener)) {
+		return configErr(KeyAdminAdvertised, "is not set, and admin.listener %q listens on every interface, which is no address to dial (set admin.advertised.listener to an address of this host that the other sidecars reach, e.g. %s)",
+			c.AdminListener, c.exampleAddr(adminPort))
+	}
+	if spans && isLoopbackHost(hostOf(c.AdminListener)) {
+		return configErr(KeyAdminListener, "%q is a loopback address, which the other sidecars in raft.peers (such as %s) cannot reach (set admin.listener=:%s to listen on every interface, and admin.advertised.listener=%s)",
+			c.AdminListener, remote, adminPort, c.exampleAddr(adminPort))
+	}
+
+	self, inPeers := c.selfPeer()
+	if a := c.RaftAdvertised; a != "" {
+		if problem := checkHostPort(a, false, false); problem != "" {
+			return configErr(KeyRaftAdvertised, "%q %s", a, problem)
+		}
+		host, port, _ := net.SplitHostPort(a)
+		if isWildcardHost(host) {
+			return configErr(KeyRaftAdvertised, "%q is a wildcard address, which no sidecar can dial (set it to an address of this host that the other sidecars reach, e.g. %s)",
+				a, c.exampleAddr(port))
+		}
+		if inPeers && a != self.Address {
+			return configErr(KeyRaftAdvertised, "%q differs from this sidecar's entry %q in raft.peers (expected the same address, where the other sidecars dial this one; or leave raft.advertised.listener unset)",
+				a, self.String())
+		}
+	}
+	if inPeers && spans && isLoopbackHost(hostOf(self.Address)) {
+		_, port, _ := net.SplitHostPort(self.Address)
+		return configErr(KeyRaftPeers, "this sidecar's entry %q is a loopback address, which the other sidecars (such as %s) cannot reach (expected %d@<an address of this host that they reach>:%s)",
+			self.String(), remote, self.ID, port)
+	}
+	if spans && isLoopbackHost(hostOf(c.RaftListener)) {
+		return configErr(KeyRaftListener, "%q is a loopback address, which the other sidecars in raft.peers (such as %s) cannot reach at %s (set raft.listener=:%s to listen on every interface)",
+			c.RaftListener, remote, c.RaftAdvertisedAddr(), raftPort)
+	}
+	return nil
+}
+
+// remotePeer returns the first other member of raft.peers at an address
+// that is not loopback: the group spans hosts exactly when there is one.
+func (c Config) remotePeer() (RaftPeer, bool) {
+	for _, p := range c.RaftPeers {
+		if p.ID != c.LocalBrokerID && !isLoopbackHost(hostOf(p.Address)) {
+			return p, true
+		}
+	}
+	return RaftPeer{}, false
+}
+
+// exampleAddr suggests, in error messages, an address of this host with
+// port: the host of this sidecar's raft.peers entry when the other hosts
+// can dial it.
+func (c Config) exampleAddr(port string) string {
+	if self, ok := c.selfPeer(); ok {
+		if h := hostOf(self.Address); !isLoopbackHost(h) && !isWildcardHost(h) {
+			return net.JoinHostPort(h, port)
+		}
+	}
+	return "<an address of this host>:" + port
+}
+
+// hostOf returns the host of host:port ("" when addr is not host:port).
+func hostOf(addr string) string {
+	h, _, _ := net.SplitHostPort(addr)
+	return h
+}
+
+// isWildcardHost reports whether a listener host means every interface:
+// empty, 0.0.0.0 or ::.
+func isWildcardHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(stripZone(host))
+	return ip != nil && ip.IsUnspecified()
+}
+
+// isLoopbackHost reports whether host is this machine only: localhost, a
+// name under .localhost, 127.0.0.0/8 or ::1.
+func isLoopbackHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(stripZone(host))
+	return ip != nil && ip.IsLoopback()
+}
+
+// dialableHost turns a wildcard listener host into the loopback address of
+// its family, which this host can dial; other hosts are returned as given.
+func dialableHost(host string) string {
+	if !isWildcardHost(host) {
+		return host
+	}
+	if strings.Contains(host, ":") {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
+// portOf returns the port of host:port ("" when addr is not host:port).
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+func stripZone(host string) string {
+	h, _, _ := strings.Cut(host, "%")
+	return h
+}
+
 // orList formats ["a","b","c"] as "a, b or c".
 func orList(list []string) string {
 	if len(list) < 2 {

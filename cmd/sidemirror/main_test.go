@@ -101,6 +101,10 @@ func TestBinary(t *testing.T) {
 		{"typo key", "locl.broker.id=1\n", "locl.broker.id", `did you mean "local.broker.id"?`},
 		{"bad broker id", "local.broker.id=abc\nlocal.bootstrap.servers=127.0.0.1:9092\ndata.dir=/tmp/x\n", "local.broker.id", `"abc"`},
 		{"missing required key", "local.broker.id=1\ndata.dir=/tmp/x\n", "local.bootstrap.servers", ""},
+		{"loopback advertised admin address in a group across hosts",
+			"local.broker.id=1\nlocal.bootstrap.servers=127.0.0.1:9092\ndata.dir=/tmp/x\nadmin.listener=:9191\nadmin.advertised.listener=127.0.0.1:9191\n" +
+				"raft.listener=:9192\nraft.peers=1@10.0.0.1:9192,2@10.0.0.2:9192,3@10.0.0.3:9192\n",
+			"admin.advertised.listener", `"127.0.0.1:9191" is a loopback address`},
 	}
 	for _, tc := range badConfigs {
 		t.Run("bad config: "+tc.name, func(t *testing.T) {
