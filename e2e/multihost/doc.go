@@ -4,12 +4,14 @@
 // (EnvOptions.MultiHost), with the source reached through proxies. The tests
 // check mirroring, write forwarding, the describe fan-out and dead-sidecar
 // detection across those hosts, with kcat dumps from the root namespace as
-// the independent check. They need root and iproute2, and skip without root.
+// the independent check, and that a sidecar configured with an address the
+// other hosts cannot dial refuses to start. They need root and iproute2, and skip without root.
 //
 // File map (all tests):
 //
-//	main_test.go        TestMain: the clusters, and each sidecar's addresses
+//	main_test.go        TestMain: the clusters and the sidecars, addressed as docs/ say
 //	helpers_test.go     CLI, describe, topics, producing, offsets, kcat dumps
 //	hosts_test.go       placement, mirroring, forwarding and fan-out across hosts
 //	deadsidecar_test.go a sidecar killed with SIGKILL, detected across hosts
+//	advertised_test.go  addresses the other hosts cannot dial refused at start
 package multihost

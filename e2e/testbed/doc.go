@@ -18,7 +18,8 @@
 // sidecar beside each destination node, in a host of its own: a Linux
 // network namespace with its own address on a bridge of the root namespace
 // (Network, Host), on the standard ports (9092 broker, 9093 controller,
-// 9191-9193 sidecar). Source nodes get a second client listener, REMOTE,
+// 9191-9193 sidecar, bound on every interface with the host's address
+// advertised, as docs/installation.md configures three hosts). Source nodes get a second client listener, REMOTE,
 // that advertises a Proxy in the test process: the destination's hosts
 // reach the source only through those proxies (Cluster.RemoteBootstrap),
 // while the tests reach every node directly (Cluster.Bootstrap). Faults:

@@ -84,10 +84,13 @@ type Sidecar struct {
 // StartSidecars writes a configuration for one sidecar per node of dest
 // (local.broker.id = node ID, authenticating as the Sidemirror super user),
 // starts them all and waits until each answers /healthz. A node on a host
-// of a multi-host bed gets its sidecar in the same host, on the host's
-// address and the standard ports (9191 admin, 9192 raft, 9193 HTTP);
-// otherwise sidecars bind free loopback ports. extra adds or overrides
-// configuration keys of every sidecar.
+// of a multi-host bed gets its sidecar in the same host, configured as
+// docs/installation.md ("Three hosts") tells an operator: the standard
+// ports (9191 admin, 9192 raft, 9193 HTTP) bound on every interface, the
+// host's address advertised (admin.advertised.listener, and raft.peers for
+// raft); the Sidecar's addresses are the host's. Otherwise sidecars bind
+// free loopback ports. extra adds or overrides configuration keys of every
+// sidecar.
 func StartSidecars(ctx context.Context, bin string, dest *Cluster, parent string, extra map[string]string) (*SidecarGroup, error) {
 	return StartSidecarsFor(ctx, bin, dest, parent, func(*Sidecar) map[string]string { return extra })
 }
@@ -134,6 +137,12 @@ func StartSidecarsFor(ctx context.Context, bin string, dest *Cluster, parent str
 			"raft.peers":                    strings.Join(peers, ","),
 			"log.format":                    "console",
 			"log.level":                     "debug",
+		}
+		if s.host != nil {
+			props["admin.listener"] = ":" + strconv.Itoa(hostAdminPort)
+			props["admin.advertised.listener"] = s.AdminAddr
+			props["raft.listener"] = ":" + strconv.Itoa(hostRaftPort)
+			props["http.listener"] = ":" + strconv.Itoa(hostHTTPPort)
 		}
 		if dest.SASL() {
 			cp := dest.ClientProperties(Sidemirror)
