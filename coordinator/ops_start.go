@@ -277,6 +277,15 @@ func (a *admin) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror, 
 			return out, topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
 		}
 	}
+	var protection []fsm.ACL
+	if !unprotected && !activeDiverged {
+		// Decided before the destination topic is created: a topic whose
+		// protection cannot be decided is refused with nothing created.
+		var err error
+		if protection, err = a.dest.ProtectionFor(ctx, t.Name); err != nil {
+			return out, err
+		}
+	}
 	diverged, copied, err := a.prepareDestination(ctx, src, t, rf, reseed)
 	out.copied = copied
 	if err != nil {
@@ -298,11 +307,10 @@ func (a *admin) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror, 
 	if unprotected {
 		return out, nil
 	}
-	acls, err := a.dest.Protect(ctx, t.Name)
-	if err != nil {
+	if err := a.dest.ApplyProtection(ctx, protection); err != nil {
 		return out, err
 	}
-	owned[t.Name] = acls
+	owned[t.Name] = protection
 	return out, nil
 }
 
