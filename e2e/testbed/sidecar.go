@@ -222,6 +222,18 @@ func (s *Sidecar) writeConfig(props map[string]string) error {
 // previous value ("" if it had none); the sidecar reads it when it starts
 // next.
 func (s *Sidecar) SetConfig(key, value string) (string, error) {
+	return s.editConfig(key, &value)
+}
+
+// UnsetConfig removes key from the sidecar's configuration file, so that
+// the sidecar runs with the key's default when it starts next, and returns
+// its previous value ("" if it had none).
+func (s *Sidecar) UnsetConfig(key string) (string, error) {
+	return s.editConfig(key, nil)
+}
+
+// editConfig sets key to *value, or removes it when value is nil.
+func (s *Sidecar) editConfig(key string, value *string) (string, error) {
 	data, err := os.ReadFile(s.configPath)
 	if err != nil {
 		return "", fmt.Errorf("testbed: %w", err)
@@ -233,7 +245,11 @@ func (s *Sidecar) SetConfig(key, value string) (string, error) {
 		}
 	}
 	old := props[key]
-	props[key] = value
+	if value == nil {
+		delete(props, key)
+	} else {
+		props[key] = *value
+	}
 	return old, s.writeConfig(props)
 }
 
