@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/coordinator/raftnode/raftnodetest"
@@ -154,5 +156,85 @@ func TestStartUnshadowsDiscovery(t *testing.T) {
 	})
 	if ot := state().Topics["old-a"]; ot == nil || ot.Status != fsm.TopicStopped {
 		t.Fatalf("the stopped topic old-a: %+v, want it stopped", ot)
+	}
+}
+
+// TestStartRefusedWhenAllowEveryoneHidden starts topics on a kfake
+// destination whose brokers answer as Kafka does when server.properties
+// sets allow.everyone.if.no.acl.found: listed, value hidden. With the
+// default "auto" a topic without ACLs is refused per topic with
+// INVALID_CONFIG naming the sidecar key, and nothing is created on the
+// destination; a topic with an ACL of its own starts with the DENY WRITE
+// alone.
+func TestStartRefusedWhenAllowEveryoneHidden(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "open", "owned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := kfake.NewCluster(kfake.NumBrokers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	dst.ControlKey(int16(kmsg.DescribeConfigs), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		req := r.(*kmsg.DescribeConfigsRequest)
+		if len(req.Resources) != 1 || req.Resources[0].ResourceType != kmsg.ConfigResourceTypeBroker {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		res := kmsg.NewDescribeConfigsResponseResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, req.Resources[0].ResourceName
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Source, c.IsSensitive = allowEveryoneKey, kmsg.ConfigSourceStaticBrokerConfig, true
+		res.Configs = append(res.Configs, c)
+		resp.Resources = append(resp.Resources, res)
+		return resp, nil, true
+	})
+	c := newSidecarClusterOn(t, dst.ListenAddrs(), 1)
+	leader := c.waitLeader()
+	raftnodetest.ApplyOK(t, c.Running()[leader], fsm.CreateMirror{Name: "m",
+		Config: map[string]string{fsm.BootstrapServersKey: strings.Join(src.ListenAddrs(), ",")}, SourceClusterID: "kfake"})
+	dcl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dcl.Close()
+	d := NewDestination(dcl, "true")
+	alice := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "owned", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
+	if err := d.createACLs(ctx, []fsm.ACL{alice}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := c.do(leader, &protocol.StartMirrorTopicsRequest{MirrorName: "m", Topics: []protocol.StartMirrorTopicData{{TopicName: "open"}, {TopicName: "owned"}}}).(*protocol.StartMirrorTopicsResponse)
+	if r.ErrorCode != 0 || len(r.Topics) != 2 {
+		t.Fatalf("start: %+v", r)
+	}
+	byName := map[string]protocol.MirrorTopicResult{}
+	for _, tr := range r.Topics {
+		byName[tr.Name] = tr
+	}
+	if o := byName["open"]; o.ErrorCode != kerr.InvalidConfig.Code || !strings.Contains(strOrNil(o.ErrorMessage), "readonly.allow.everyone.if.no.acl.found=true or =false") {
+		t.Fatalf("open: code %d, %s; want INVALID_CONFIG naming the key", o.ErrorCode, strOrNil(o.ErrorMessage))
+	}
+	if o := byName["owned"]; o.ErrorCode != 0 {
+		t.Fatalf("owned: code %d, %s", o.ErrorCode, strOrNil(o.ErrorMessage))
+	}
+	if ex, err := d.DescribeTopic(ctx, "open"); err != nil || ex != nil {
+		t.Fatalf("the refused topic on the destination: %+v, %v; want none", ex, err)
+	}
+	if acls, err := d.topicACLs(ctx, "open"); err != nil || len(acls) != 0 {
+		t.Fatalf("ACLs of the refused topic: %v, %v", acls, err)
+	}
+	deny, _ := readOnlyACLs("owned")
+	if acls, err := d.topicACLs(ctx, "owned"); err != nil || len(acls) != 2 || !slices.Contains(acls, deny) || !slices.Contains(acls, alice) {
+		t.Fatalf("ACLs of owned: %v, %v; want alice's and the DENY WRITE", acls, err)
+	}
+	st := c.service(leader).sync.ctl.State()
+	if st.Topics["open"] != nil || st.Topics["owned"] == nil {
+		t.Fatalf("state topics: open %+v, owned %+v", st.Topics["open"], st.Topics["owned"])
 	}
 }
