@@ -117,6 +117,30 @@ func fixShadowing(st *fsm.State, m *fsm.Mirror, topics []SourceTopic, include, e
 	return out, nil
 }
 
+// shadowedIncludes returns the include patterns of m that can start
+// nothing: every example name they stand for is excluded, and so is every
+// source topic they name. Discovery warns about them.
+func shadowedIncludes(m *fsm.Mirror, topics []SourceTopic) []string {
+	exc, err := compilePatterns(m.Exclude)
+	if err != nil || len(exc) == 0 {
+		return nil
+	}
+	var out []string
+	for _, p := range m.Include {
+		re, err := compilePatterns([]string{p})
+		if err != nil {
+			continue
+		}
+		examples := patternExamples(p)
+		dead := len(examples) > 0 && !slices.ContainsFunc(examples, func(e string) bool { return !matchAny(exc, e) }) &&
+			!slices.ContainsFunc(topics, func(t SourceTopic) bool { return re[0].MatchString(t.Name) && !matchAny(exc, t.Name) })
+		if dead {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func quoteAll(ps []string) string {
 	q := make([]string, len(ps))
 	for i, p := range ps {

@@ -238,3 +238,21 @@ func TestStartRefusedWhenAllowEveryoneHidden(t *testing.T) {
 		t.Fatalf("state topics: open %+v, owned %+v", st.Topics["open"], st.Topics["owned"])
 	}
 }
+
+func TestShadowedIncludes(t *testing.T) {
+	topics := []SourceTopic{{Name: "orders-1"}, {Name: "new-a"}}
+	for _, tc := range []struct {
+		include, exclude, want []string
+	}{
+		{include: []string{"new-.*", "orders-.*"}, exclude: []string{".*"}, want: []string{"new-.*", "orders-.*"}},
+		{include: []string{"new-.*"}, exclude: []string{"new-a"}}, // new-b and more still come
+		{include: []string{"new-a"}, exclude: []string{"new-a"}, want: []string{"new-a"}},
+		{include: []string{"orders-.*"}, exclude: []string{"orders-1"}}, // orders-2 would come
+		{include: []string{"orders-.*"}},
+	} {
+		got := shadowedIncludes(&fsm.Mirror{Include: tc.include, Exclude: tc.exclude}, topics)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("include %q, exclude %q: shadowed %q, want %q", tc.include, tc.exclude, got, tc.want)
+		}
+	}
+}
