@@ -172,5 +172,5 @@ func TestReadOnlyDefaultConfig(t *testing.T) {
 	}
 	waitCaughtUp(t, mirror, "new-x", 2*time.Minute)
 	readOnlyForAlice("new-x", n)
-	mustCLI(t, "--stop", "--topics", ".*", "--mirror", mirror)
+	mustCLI(t, "--stop", "--topics", "new-x", "--mirror", mirror)
 }
