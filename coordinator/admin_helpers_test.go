@@ -78,6 +78,7 @@ func testSourceDialer(cfg map[string]string) ([]kgo.Opt, error) {
 type sidecarCluster struct {
 	*raftnodetest.Cluster
 	t      *testing.T
+	dest   []string // the destination's seed brokers
 	mu     sync.Mutex
 	admin  map[int32]string // admin endpoint by ID
 	svcs   map[int32]*Service
@@ -86,7 +87,14 @@ type sidecarCluster struct {
 
 func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
 	t.Helper()
-	c := &sidecarCluster{Cluster: raftnodetest.New(t, ids...), t: t,
+	return newSidecarClusterOn(t, []string{"127.0.0.1:1"}, ids...)
+}
+
+// newSidecarClusterOn is newSidecarCluster with a destination cluster at
+// dest (a kfake cluster, say).
+func newSidecarClusterOn(t *testing.T, dest []string, ids ...int32) *sidecarCluster {
+	t.Helper()
+	c := &sidecarCluster{Cluster: raftnodetest.New(t, ids...), t: t, dest: dest,
 		admin: map[int32]string{}, svcs: map[int32]*Service{}, planes: map[int32]*fakeDataPlane{}}
 	for _, id := range ids {
 		c.startSidecar(id)
@@ -113,7 +121,7 @@ func (c *sidecarCluster) startSidecar(id int32) {
 	}
 	c.Add(id, n)
 
-	dest, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	dest, err := kgo.NewClient(kgo.SeedBrokers(c.dest...))
 	if err != nil {
 		t.Fatal(err)
 	}

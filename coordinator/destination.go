@@ -281,11 +281,20 @@ func describeACLs(ctx context.Context, cl *kgo.Client, resourceType int8, name *
 	return out, nil
 }
 
+// allowEveryoneKey is the brokers' setting that decides what principals may
+// do on a resource without ACLs (StandardAuthorizer's
+// allow.everyone.if.no.acl.found, false unless set).
+const allowEveryoneKey = "allow.everyone.if.no.acl.found"
+
 // allowsEveryone reports whether the brokers let everyone do everything on
-// resources without ACLs (allow.everyone.if.no.acl.found). Kafka hides the
-// value of that setting in DescribeConfigs, so only its absence (false) can
-// be read; when it is set, the operator must state it in the sidecar
-// configuration.
+// resources without ACLs (allow.everyone.if.no.acl.found). With "auto" it
+// asks every broker for its own configuration (see brokerAllowEveryone and
+// decideAllowEveryone): only a broker that does not set the key gives a
+// certain answer (false, Kafka's default), since Kafka hides the value of a
+// key it does not know, and the authorizer's keys are such keys. When a
+// broker sets it, or the brokers disagree, it returns an error naming
+// readonly.allow.everyone.if.no.acl.found, which the operator sets to what
+// the brokers do; the start of a topic that needs the answer fails with it.
 func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
 	switch d.allowEveryone {
 	case "true":
@@ -293,32 +302,123 @@ func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType = kmsg.ConfigResourceTypeBroker
-	r.ResourceName = "" // any broker: the static setting is the same on all
-	r.ConfigNames = []string{"allow.everyone.if.no.acl.found"}
-	req.Resources = append(req.Resources, r)
-	resp, err := req.RequestWith(ctx, d.cl)
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	mresp, err := meta.RequestWith(ctx, d.cl)
 	if err != nil {
-		return false, fmt.Errorf("coordinator: describe broker configs: %w", err)
+		return false, fmt.Errorf("coordinator: list the destination brokers: %w", err)
 	}
-	for _, res := range resp.Resources {
-		if err := kerr.ErrorForCode(res.ErrorCode); err != nil {
-			return false, fmt.Errorf("coordinator: describe broker configs: %w", err)
-		}
-		for _, c := range res.Configs {
-			if c.Name != "allow.everyone.if.no.acl.found" {
+	var settings []brokerAllowEveryone
+	var unreachable []string
+	for _, b := range mresp.Brokers {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType = kmsg.ConfigResourceTypeBroker
+		r.ResourceName = strconv.Itoa(int(b.NodeID)) // a broker answers only for itself
+		r.ConfigNames = []string{allowEveryoneKey}
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, d.cl.Broker(int(b.NodeID)))
+		if err == nil {
+			var s brokerAllowEveryone
+			if s, err = readAllowEveryone(b.NodeID, resp); err == nil {
+				settings = append(settings, s)
 				continue
 			}
-			if c.Value != nil {
-				return strings.EqualFold(strings.TrimSpace(*c.Value), "true"), nil
+		}
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("coordinator: describe the configuration of broker %d: %w", b.NodeID, err)
+		}
+		unreachable = append(unreachable, fmt.Sprintf("broker %d: %v", b.NodeID, err))
+	}
+	if len(settings) == 0 {
+		return false, topicErr(kerr.BrokerNotAvailable, "coordinator: cannot read %s from any destination broker (%s); "+
+			"state it with %s=true or =false in every sidecar's configuration", allowEveryoneKey, strings.Join(unreachable, "; "), allowEveryoneConfigKey)
+	}
+	// A broker that does not answer now is judged by the others: brokers
+	// of one cluster are configured alike, and a start must not wait for
+	// every broker to be up.
+	return decideAllowEveryone(settings)
+}
+
+// allowEveryoneConfigKey is the sidecar configuration key that states the
+// destination brokers' allow.everyone.if.no.acl.found.
+const allowEveryoneConfigKey = "readonly.allow.everyone.if.no.acl.found"
+
+// brokerAllowEveryone is what one broker's DescribeConfigs tells of
+// allow.everyone.if.no.acl.found.
+type brokerAllowEveryone struct {
+	broker int32
+	set    bool              // the broker's configuration sets the key
+	source kmsg.ConfigSource // where it is set, when set
+	value  *string           // its value, nil when Kafka hides it
+}
+
+// readAllowEveryone reads allow.everyone.if.no.acl.found from the answer
+// of broker id to a DescribeConfigs for itself. A Kafka broker lists a key
+// it does not know only when its configuration sets it (server.properties,
+// or a dynamic broker config), and then hides the value, as it hides every
+// key it cannot type; an absent key, or one reported with the default
+// source, is not set.
+func readAllowEveryone(id int32, resp *kmsg.DescribeConfigsResponse) (brokerAllowEveryone, error) {
+	out := brokerAllowEveryone{broker: id}
+	for _, res := range resp.Resources {
+		if err := kerr.ErrorForCode(res.ErrorCode); err != nil {
+			return out, fmt.Errorf("describe broker configs: %w", err)
+		}
+		for _, c := range res.Configs {
+			if c.Name != allowEveryoneKey || c.Source == kmsg.ConfigSourceDefaultConfig {
+				continue
 			}
-			return false, errors.New("coordinator: the destination brokers set allow.everyone.if.no.acl.found but Kafka hides its value; " +
-				"state it in every sidecar's configuration with readonly.allow.everyone.if.no.acl.found=true or =false")
+			out.set, out.source, out.value = true, c.Source, c.Value
+			if c.IsSensitive {
+				out.value = nil
+			}
 		}
 	}
-	return false, nil
+	return out, nil
+}
+
+// decideAllowEveryone combines what the brokers told: the answer when
+// every broker that answered either does not set the key (false) or shows
+// the value it sets, and all agree; otherwise an error that says which
+// brokers set what and names the sidecar key to set. Guessing would be
+// wrong either way for someone: true on a cluster that denies gives every
+// principal access to the mirror topics, false on one that allows locks
+// every consumer out.
+func decideAllowEveryone(settings []brokerAllowEveryone) (bool, error) {
+	var hidden, allow, deny []string
+	for _, s := range settings {
+		id := strconv.Itoa(int(s.broker))
+		switch {
+		case s.set && s.value == nil:
+			hidden = append(hidden, id)
+		case s.set && strings.EqualFold(strings.TrimSpace(*s.value), "true"):
+			allow = append(allow, id)
+		default:
+			deny = append(deny, id)
+		}
+	}
+	fix := fmt.Sprintf("set %s=true or =false in every sidecar's configuration, to what the brokers' %s is", allowEveryoneConfigKey, allowEveryoneKey)
+	if len(hidden) > 0 {
+		msg := fmt.Sprintf("coordinator: cannot tell whether the destination brokers allow everyone on topics without ACLs: "+
+			"broker(s) %s set %s and Kafka does not reveal its value", strings.Join(hidden, ", "), allowEveryoneKey)
+		if len(deny) > 0 || len(allow) > 0 {
+			msg += fmt.Sprintf(" (broker(s) %s do not set it, broker(s) %s set it to true)", orNone(deny), orNone(allow))
+		}
+		return false, topicErr(kerr.InvalidConfig, "%s; %s", msg, fix)
+	}
+	if len(allow) > 0 && len(deny) > 0 {
+		return false, topicErr(kerr.InvalidConfig, "coordinator: the destination brokers disagree on %s: broker(s) %s allow everyone on topics without ACLs, "+
+			"broker(s) %s do not; configure the brokers alike, or %s", allowEveryoneKey, strings.Join(allow, ", "), strings.Join(deny, ", "), fix)
+	}
+	return len(allow) > 0, nil
+}
+
+func orNone(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
 }
 
 // Protect makes topic read-only for everyone but super users: a DENY WRITE
@@ -327,6 +427,22 @@ func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
 // it, so that consumers keep the access they had (DESIGN D4). It returns the
 // ACLs it created, which the controller records as the sidecars' own.
 func (d *Destination) Protect(ctx context.Context, topic string) ([]fsm.ACL, error) {
+	want, err := d.ProtectionFor(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ApplyProtection(ctx, want); err != nil {
+		return nil, err
+	}
+	return want, nil
+}
+
+// ProtectionFor returns the read-only ACLs Protect would create for topic,
+// creating nothing: a start asks before it creates the destination topic,
+// so that a topic whose protection cannot be decided (the brokers'
+// allow.everyone.if.no.acl.found unknown) is refused before anything
+// exists on the destination.
+func (d *Destination) ProtectionFor(ctx context.Context, topic string) ([]fsm.ACL, error) {
 	existing, err := d.topicACLs(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -342,10 +458,12 @@ func (d *Destination) Protect(ctx context.Context, topic string) ([]fsm.ACL, err
 			want = append(want, allow)
 		}
 	}
-	if err := d.createACLs(ctx, want); err != nil {
-		return nil, err
-	}
 	return want, nil
+}
+
+// ApplyProtection creates the ACLs ProtectionFor returned.
+func (d *Destination) ApplyProtection(ctx context.Context, acls []fsm.ACL) error {
+	return d.createACLs(ctx, acls)
 }
 
 // readOnlyACLs returns the ACLs of DESIGN D4 for topic: the DENY WRITE for

@@ -81,6 +81,11 @@ func (ms *metaSync) discoverMirror(ctx context.Context, st *fsm.State, m *fsm.Mi
 	if err != nil {
 		return err
 	}
+	if dead := shadowedIncludes(m, topics); len(dead) > 0 {
+		ms.log.Warn("topic discovery: include patterns that exclude patterns shadow start nothing: "+
+			"--start the pattern again (it narrows the shadowing exclude patterns) or --alter "+fsm.ExcludeKey,
+			zap.String("mirror", m.Name), zap.Strings("include", dead), zap.Strings("exclude", m.Exclude))
+	}
 	var fresh []string
 	for _, t := range matched {
 		if _, known := st.Topics[t.Name]; !known {

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
@@ -291,5 +294,150 @@ func TestReadOnlyRecheckStoppedMeanwhile(t *testing.T) {
 	}
 	if owned := f.st.Topics["a"].OwnedACLs; slices.Contains(owned, allow) {
 		t.Fatalf("the stopped topic owns %v", owned)
+	}
+}
+
+// TestDecideAllowEveryone combines what the brokers tell of
+// allow.everyone.if.no.acl.found: an answer only when every broker that
+// answered either does not set it or shows its value and all agree; a
+// hidden value or a disagreement is an error naming the sidecar key.
+func TestDecideAllowEveryone(t *testing.T) {
+	v := func(s string) *string { return &s }
+	unset := func(id int32) brokerAllowEveryone { return brokerAllowEveryone{broker: id} }
+	hidden := func(id int32) brokerAllowEveryone {
+		return brokerAllowEveryone{broker: id, set: true, source: kmsg.ConfigSourceStaticBrokerConfig}
+	}
+	shown := func(id int32, val string) brokerAllowEveryone {
+		return brokerAllowEveryone{broker: id, set: true, source: kmsg.ConfigSourceStaticBrokerConfig, value: v(val)}
+	}
+	for _, tc := range []struct {
+		name     string
+		settings []brokerAllowEveryone
+		want     bool
+		err      []string
+	}{
+		{name: "no broker sets it", settings: []brokerAllowEveryone{unset(1), unset(2), unset(3)}},
+		{name: "all show true", settings: []brokerAllowEveryone{shown(1, "true"), shown(2, " TRUE")}, want: true},
+		{name: "all show false", settings: []brokerAllowEveryone{shown(1, "false"), unset(2)}},
+		{name: "hidden everywhere", settings: []brokerAllowEveryone{hidden(1), hidden(2), hidden(3)},
+			err: []string{"cannot tell", "broker(s) 1, 2, 3 set allow.everyone.if.no.acl.found", "readonly.allow.everyone.if.no.acl.found=true or =false"}},
+		{name: "hidden on one, unset on the others", settings: []brokerAllowEveryone{unset(1), hidden(2), unset(3)},
+			err: []string{"broker(s) 2 set", "broker(s) 1, 3 do not set it", "readonly.allow.everyone.if.no.acl.found"}},
+		{name: "shown values disagree", settings: []brokerAllowEveryone{shown(1, "true"), unset(2)},
+			err: []string{"disagree", "broker(s) 1 allow everyone", "broker(s) 2 do not", "readonly.allow.everyone.if.no.acl.found"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decideAllowEveryone(tc.settings)
+			if len(tc.err) > 0 {
+				if err == nil {
+					t.Fatalf("decideAllowEveryone = %v, want an error", got)
+				}
+				for _, s := range tc.err {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q lacks %q", err, s)
+					}
+				}
+				if r := topicError("t", err); r.ErrorCode != kerr.InvalidConfig.Code {
+					t.Errorf("per-topic error code %d, want INVALID_CONFIG", r.ErrorCode)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("decideAllowEveryone = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadAllowEveryone reads one broker's DescribeConfigs answer as a
+// Kafka broker gives it: the key absent when server.properties does not set
+// it, listed with its source and a hidden value when it does.
+func TestReadAllowEveryone(t *testing.T) {
+	resp := func(configs ...kmsg.DescribeConfigsResponseResourceConfig) *kmsg.DescribeConfigsResponse {
+		r := kmsg.NewDescribeConfigsResponseResource()
+		r.ResourceType, r.ResourceName, r.Configs = kmsg.ConfigResourceTypeBroker, "2", configs
+		return &kmsg.DescribeConfigsResponse{Resources: []kmsg.DescribeConfigsResponseResource{r}}
+	}
+	entry := func(source kmsg.ConfigSource, value *string, sensitive bool) kmsg.DescribeConfigsResponseResourceConfig {
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Source, c.Value, c.IsSensitive = allowEveryoneKey, source, value, sensitive
+		return c
+	}
+	yes := "true"
+	for _, tc := range []struct {
+		name      string
+		resp      *kmsg.DescribeConfigsResponse
+		set, seen bool
+	}{
+		{name: "absent", resp: resp()},
+		{name: "default source", resp: resp(entry(kmsg.ConfigSourceDefaultConfig, &yes, false))},
+		{name: "static, hidden", resp: resp(entry(kmsg.ConfigSourceStaticBrokerConfig, nil, true)), set: true},
+		{name: "static, sensitive with a value", resp: resp(entry(kmsg.ConfigSourceStaticBrokerConfig, &yes, true)), set: true},
+		{name: "dynamic, shown", resp: resp(entry(kmsg.ConfigSourceDynamicBrokerConfig, &yes, false)), set: true, seen: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readAllowEveryone(2, tc.resp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.broker != 2 || got.set != tc.set || (got.value != nil) != tc.seen {
+				t.Fatalf("readAllowEveryone = %+v, want set %v, value shown %v", got, tc.set, tc.seen)
+			}
+		})
+	}
+	failed := resp()
+	failed.Resources[0].ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	if _, err := readAllowEveryone(2, failed); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("error = %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+}
+
+// TestAllowsEveryoneAuto asks a three-broker kfake cluster, whose brokers
+// do not set allow.everyone.if.no.acl.found, with the default "auto": every
+// broker is asked for itself, the answer is false, and Protect adds only
+// the DENY WRITE. A stated value is used without asking.
+func TestAllowsEveryoneAuto(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	asked := map[string]bool{}
+	var mu sync.Mutex
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, res := range r.(*kmsg.DescribeConfigsRequest).Resources {
+			if res.ResourceType == kmsg.ConfigResourceTypeBroker {
+				asked[res.ResourceName] = true
+			}
+		}
+		return nil, nil, false
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	d := NewDestination(cl, "")
+	got, err := d.allowsEveryone(ctx)
+	if err != nil || got {
+		t.Fatalf("allowsEveryone = %v, %v; want false", got, err)
+	}
+	mu.Lock()
+	if len(asked) != 3 || asked[""] {
+		t.Fatalf("asked brokers %v, want each of the three by its ID", asked)
+	}
+	mu.Unlock()
+	acls, err := d.Protect(ctx, "t")
+	deny, _ := readOnlyACLs("t")
+	if err != nil || !slices.Equal(acls, []fsm.ACL{deny}) {
+		t.Fatalf("Protect = %v, %v; want the DENY WRITE alone", acls, err)
+	}
+	if got, err := NewDestination(cl, "true").allowsEveryone(ctx); err != nil || !got {
+		t.Fatalf("stated true: %v, %v", got, err)
 	}
 }

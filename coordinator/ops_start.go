@@ -96,6 +96,7 @@ func (a *admin) start(ctx context.Context, req startRequest) startResult {
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var (
+		topics            []SourceTopic
 		matched           []SourceTopic
 		missing           []string
 		listErr, matchErr error
@@ -103,7 +104,6 @@ func (a *admin) start(ctx context.Context, req startRequest) startResult {
 	// A topic created a moment ago may not be in the metadata of every
 	// source broker yet: ask again before answering that it is missing.
 	askAgain(sctx, func() bool {
-		var topics []SourceTopic
 		if topics, listErr = sourceTopics(sctx, src); listErr != nil {
 			return true
 		}
@@ -116,9 +116,18 @@ func (a *admin) start(ctx context.Context, req startRequest) startResult {
 	if matchErr != nil {
 		return fail(kerr.InvalidRequest.Code, "%v", matchErr)
 	}
+	fix, err := fixShadowing(st, m, topics, req.include, req.exclude)
+	if err != nil {
+		return fail(kerr.InvalidRequest.Code, "%v", err)
+	}
 	if len(matched) == 0 && len(missing) == 0 {
-		return fail(kerr.InvalidRequest.Code, "no source topic matches %s (after excluding %s)",
-			strings.Join(patterns, ","), strings.Join(req.exclude, ","))
+		if !slices.ContainsFunc(req.include, func(p string) bool { return !isLiteral(p) }) {
+			return fail(kerr.InvalidRequest.Code, "no source topic matches %s (after excluding %s)",
+				strings.Join(patterns, ","), strings.Join(req.exclude, ","))
+		}
+		// A pattern for topics still to come: record it, discovery
+		// starts them as they appear.
+		return a.recordPatterns(ctx, m.Name, req, fix)
 	}
 	if !unprotected && len(matched) > 0 {
 		if err := a.dest.CheckAuthorizer(ctx, matched[0].Name); err != nil {
@@ -170,6 +179,11 @@ func (a *admin) start(ctx context.Context, req startRequest) startResult {
 		if err != nil {
 			a.undoACLs(ctx, owned)
 			return fail(kerr.UnknownServerError.Code, "%v", err)
+		}
+		if err := a.applyShadowFix(ctx, m.Name, fix); err != nil {
+			out.message = strPtr(fmt.Sprintf("%s; the exclude patterns were not changed: %v", fix.note, err))
+		} else if fix.note != "" {
+			out.message = strPtr(fix.note)
 		}
 		for _, tr := range res.Topics {
 			results[tr.Name] = topicResult(tr.Name, tr.ErrorCode, tr.ErrorMessage)
@@ -277,6 +291,15 @@ func (a *admin) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror, 
 			return out, topicErr(kerr.InvalidRequest, "topic %s is already %s in mirror %s", t.Name, cur.Status, m.Name)
 		}
 	}
+	var protection []fsm.ACL
+	if !unprotected && !activeDiverged {
+		// Decided before the destination topic is created: a topic whose
+		// protection cannot be decided is refused with nothing created.
+		var err error
+		if protection, err = a.dest.ProtectionFor(ctx, t.Name); err != nil {
+			return out, err
+		}
+	}
 	diverged, copied, err := a.prepareDestination(ctx, src, t, rf, reseed)
 	out.copied = copied
 	if err != nil {
@@ -298,11 +321,10 @@ func (a *admin) prepareTopic(ctx context.Context, st *fsm.State, m *fsm.Mirror, 
 	if unprotected {
 		return out, nil
 	}
-	acls, err := a.dest.Protect(ctx, t.Name)
-	if err != nil {
+	if err := a.dest.ApplyProtection(ctx, protection); err != nil {
 		return out, err
 	}
-	owned[t.Name] = acls
+	owned[t.Name] = protection
 	return out, nil
 }
 
@@ -398,4 +420,46 @@ func (e *codedError) Unwrap() error { return e.code }
 // topicErr returns a codedError.
 func topicErr(code *kerr.Error, format string, args ...any) error {
 	return &codedError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// recordPatterns answers a start whose regexes match no source topic yet:
+// its include and exclude patterns are recorded (and the exclude patterns
+// that shadow them narrowed, ops_patterns.go), so that discovery starts the
+// topics when they appear; the answer says so.
+func (a *admin) recordPatterns(ctx context.Context, mirror string, req startRequest, fix shadowFix) startResult {
+	var out startResult
+	add := slices.Clone(req.exclude)
+	for _, p := range fix.add {
+		if !slices.Contains(add, p) {
+			add = append(add, p)
+		}
+	}
+	if _, err := applyChecked(ctx, a.ctl, fsm.AlterMirrorPatterns{Name: mirror, AddInclude: req.include, AddExclude: add,
+		RemoveExclude: fix.remove, NowMs: a.now().UnixMilli()}); err != nil {
+		out.code, out.message = kerr.UnknownServerError.Code, strPtr(err.Error())
+		return out
+	}
+	note := fmt.Sprintf("no source topic matches %s yet: kept in %s, discovery starts matching topics as they appear",
+		strings.Join(req.patterns, ","), fsm.IncludeKey)
+	if fix.note != "" {
+		note += "; " + fix.note
+		a.log.Warn("start: narrowed exclude patterns that shadowed its include patterns", zap.String("mirror", mirror), zap.String("change", fix.note))
+	}
+	a.log.Info("start: recorded include patterns that match no source topic yet", zap.String("mirror", mirror), zap.Strings("include", req.include))
+	out.message = strPtr(note)
+	return out
+}
+
+// applyShadowFix removes the exclude patterns that shadowed a start's
+// include patterns and adds the literals that replace them.
+func (a *admin) applyShadowFix(ctx context.Context, mirror string, fix shadowFix) error {
+	if len(fix.remove) == 0 {
+		return nil
+	}
+	if _, err := applyChecked(ctx, a.ctl, fsm.AlterMirrorPatterns{Name: mirror, AddExclude: fix.add, RemoveExclude: fix.remove,
+		NowMs: a.now().UnixMilli()}); err != nil {
+		return err
+	}
+	a.log.Warn("start: narrowed exclude patterns that shadowed its include patterns", zap.String("mirror", mirror), zap.String("change", fix.note))
+	return nil
 }

@@ -77,9 +77,10 @@ type Config struct {
 
 	// AllowEveryone states the destination brokers'
 	// allow.everyone.if.no.acl.found (readonly.allow.everyone.if.no.acl.found):
-	// auto reads it from the brokers, which works only when they do not set
-	// it; true or false state it. It decides whether read-only mirror topics
-	// get an ALLOW ALL for User:* beside their DENY WRITE (DESIGN D4).
+	// auto asks every broker, which gives an answer only when no broker sets
+	// the key (Kafka hides its value) and refuses topic starts that need one
+	// otherwise; true or false state it. It decides whether read-only mirror
+	// topics get an ALLOW ALL for User:* beside their DENY WRITE (DESIGN D4).
 	AllowEveryone string
 
 	// FailoverTimeout is how long the raft group waits for a silent sidecar

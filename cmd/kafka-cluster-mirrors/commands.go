@@ -352,6 +352,11 @@ func changeTopics(ctx context.Context, cl client, action, mirror string, topics,
 	if len(done) > 0 || len(failed) == 0 {
 		fmt.Fprintf(out, ta.done, len(done), mirror, strings.Join(done, ", "))
 	}
+	if r, ok := resp.(*protocol.StartMirrorTopicsResponse); ok && r.ErrorCode == 0 && r.ErrorMessage != nil && *r.ErrorMessage != "" {
+		// What the start changed beside the topics: patterns recorded for
+		// topics to come, exclude patterns narrowed.
+		fmt.Fprintf(out, "Note: %s\n", oneLine(*r.ErrorMessage))
+	}
 	for _, r := range failed {
 		fmt.Fprintf(errOut, "Error for topic %s: %v\n", r.Name, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage))
 	}

@@ -33,7 +33,9 @@ type ClusterOptions struct {
 	// Users; otherwise it is PLAINTEXT.
 	SASL bool
 	// Authorizer enables StandardAuthorizer with allow.everyone.if.no.acl.found
-	// and the super users of SuperUsers. SuperUsers holds User:ANONYMOUS, the
+	// (true unless BrokerConfig says otherwise; sidecars beside the cluster
+	// get readonly.allow.everyone.if.no.acl.found stated to match, as Kafka
+	// does not reveal it) and the super users of SuperUsers. SuperUsers holds User:ANONYMOUS, the
 	// principal of every PLAINTEXT client, so on a PLAINTEXT cluster every
 	// client keeps full access while ACLs can be created and described.
 	Authorizer bool
@@ -198,6 +200,15 @@ func (c *Cluster) ID() string { return c.id }
 
 // Dir returns the directory holding the cluster's data and logs.
 func (c *Cluster) Dir() string { return c.dir }
+
+// allowEveryone is the allow.everyone.if.no.acl.found of the cluster's
+// brokers with an authorizer: "true", unless BrokerConfig sets another value.
+func (c *Cluster) allowEveryone() string {
+	if v, ok := c.opts.BrokerConfig["allow.everyone.if.no.acl.found"]; ok {
+		return v
+	}
+	return "true"
+}
 
 // SASL reports whether clients must authenticate with SASL/PLAIN.
 func (c *Cluster) SASL() bool { return c.opts.SASL }
