@@ -12,4 +12,5 @@
 //	helpers_test.go     CLI, describe, topics, producing, offsets, kcat dumps
 //	hosts_test.go       placement, mirroring, forwarding and fan-out across hosts
 //	deadsidecar_test.go a sidecar killed with SIGKILL, detected across hosts
+//	unreachable_test.go the destination cut off from the source: describe, metrics, /readyz
 package multihost
