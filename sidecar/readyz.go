@@ -142,8 +142,12 @@ func (r readinessOf) check(ctx context.Context) []readyCheck {
 	}
 	for _, h := range sources {
 		ch := readyCheck{name: "source of mirror " + h.Mirror, ok: "reachable", err: h.Err}
-		if ch.err == nil && h.Unreachable > 0 {
-			ch.err = fmt.Errorf("%d partition(s) driven here cannot fetch from their source leaders (kafka-cluster-mirrors --describe says since when)", h.Unreachable)
+		if h.Unreachable > 0 {
+			err := fmt.Errorf("%d partition(s) driven here cannot fetch from their source leaders (kafka-cluster-mirrors --describe says since when)", h.Unreachable)
+			if ch.err != nil {
+				err = fmt.Errorf("%w; %w", ch.err, err)
+			}
+			ch.err = err
 		}
 		out = append(out, ch)
 	}

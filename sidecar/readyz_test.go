@@ -133,6 +133,8 @@ func TestReadinessChecks(t *testing.T) {
 			"FAIL source of mirror dr: no broker of the source of mirror dr answered: connection refused"}, false},
 		{"source leaders cut off", member, fakeSources{{Mirror: "dr", Unreachable: 3}}, "", []string{
 			"FAIL source of mirror dr: 3 partition(s) driven here cannot fetch from their source leaders"}, false},
+		{"source down and partitions unreachable", member, fakeSources{{Mirror: "dr", Err: errors.New("no broker answered"), Unreachable: 1}}, "", []string{
+			"FAIL source of mirror dr: no broker answered; 1 partition(s) driven here cannot fetch"}, false},
 		{"source down, sources excluded", member, fakeSources{{Mirror: "dr", Unreachable: 3}}, checkSources, []string{
 			"ok   raft:", "ok   local broker 0:"}, true},
 		{"not a member, raft excluded", fakeRaft{leader: -1}, nil, checkRaft, []string{

@@ -61,6 +61,7 @@ func TestSourceUnreachable(t *testing.T) {
 		produced int
 		mu       sync.Mutex
 		stop     = make(chan struct{})
+		stopped  bool
 		done     = make(chan error, 1)
 	)
 	cl := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
@@ -89,18 +90,18 @@ func TestSourceUnreachable(t *testing.T) {
 	}()
 	stopProducer := func() {
 		t.Helper()
-		if stop == nil {
+		if stopped {
 			return
 		}
 		close(stop)
-		stop = nil
+		stopped = true
 		if err := <-done; err != nil {
 			t.Fatalf("producer: %v", err)
 		}
 	}
 	t.Cleanup(func() { _ = env.RestoreSource() })
 	t.Cleanup(func() {
-		if stop != nil {
+		if !stopped {
 			close(stop)
 		}
 	})
@@ -158,7 +159,8 @@ func TestSourceUnreachable(t *testing.T) {
 	t.Logf("lag seconds at first sight %v, now %v", first, lagSeconds())
 	for _, s := range env.Sidecars.Sidecars() {
 		code, body := readyz(t, s)
-		if code != http.StatusServiceUnavailable || !strings.Contains(body, "FAIL source of mirror "+mirror) {
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "FAIL source of mirror "+mirror) ||
+			!strings.Contains(body, "partition(s) driven here cannot fetch") {
 			t.Fatalf("/readyz of sidecar %d during the cut = %d:\n%s", s.BrokerID, code, body)
 		}
 		if !strings.Contains(body, "ok   raft: member") || !strings.Contains(body, "ok   local broker") {
