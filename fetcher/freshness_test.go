@@ -13,15 +13,49 @@ import (
 	"github.com/sidemirror/sidemirror/internal/testwait"
 )
 
-// TestSourceUnreachable: the source stops answering the sidecar (the proxy
-// in front of it goes away: connections refused) while the partition is
-// caught up, and producers keep writing. The status and
+// TestSourceUnreachable: the source stops answering the sidecar while the
+// partition is caught up, and producers keep writing: either the proxy in
+// front of it goes away (connections refused: fetches fail at once), or it
+// holds every frame (a blackhole: fetches hang, and fail only at kgo's
+// request timeout, the fetch wait plus 10 s, after the checks here). The status and
 // the metrics then say so: unreachable since the last successful fetch, lag
 // in seconds growing, last known offsets kept (the lag in records is not
 // reset); CheckSources reports the mirror. Once the source answers again
 // the partition catches up, the copy is exact, and the catch-up is logged
 // once per transition, not per fetch.
 func TestSourceUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		down, up func(t *testing.T, px **kafkaproxy.Proxy, addr, upstream string)
+		hangs    bool // no fetch error until the checks are done
+	}{
+		{
+			name: "connections refused",
+			down: func(t *testing.T, px **kafkaproxy.Proxy, _, _ string) { _ = (*px).Close() },
+			up: func(t *testing.T, px **kafkaproxy.Proxy, addr, upstream string) {
+				var err error
+				if *px, err = kafkaproxy.Start(addr, upstream); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "no answer",
+			down: func(t *testing.T, px **kafkaproxy.Proxy, _, _ string) { (*px).SetLatency(time.Hour) },
+			up: func(t *testing.T, px **kafkaproxy.Proxy, _, _ string) {
+				(*px).SetLatency(0)
+				(*px).Cut() // the held frames go with their connections
+			},
+			hangs: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testSourceUnreachable(t, tc.down, tc.up, tc.hangs)
+		})
+	}
+}
+
+func testSourceUnreachable(t *testing.T, down, up func(t *testing.T, px **kafkaproxy.Proxy, addr, upstream string), hangs bool) {
 	const (
 		topic = "fresh"
 		after = 2 * time.Second
@@ -71,11 +105,17 @@ func TestSourceUnreachable(t *testing.T) {
 		t.Fatalf("CheckSources while healthy = %+v", h)
 	}
 
-	_ = px.Close() // connections cut, new ones refused
+	if n := seriesCount(m.met.errors); n != 0 {
+		t.Fatalf("%d error series before the source went away", n)
+	}
+	down(t, &px, addr, upstream)
 	testwait.For(t, waitTimeout, "the partition's source unreachable", func() bool {
 		st = status(t, m, p)
 		return !st.SourceUnreachableSince.IsZero()
 	})
+	if n := seriesCount(m.met.errors); hangs && n != 0 {
+		t.Fatalf("%d error series: a source that does not answer must be seen as unreachable before any request fails", n)
+	}
 	if !st.SourceUnreachableSince.Equal(st.LastFetch) || st.State != StateMirroring {
 		t.Fatalf("unreachable since %v, last fetch %v, state %s: want since the last successful fetch, still MIRRORING",
 			st.SourceUnreachableSince, st.LastFetch, st.State)
@@ -110,7 +150,9 @@ func TestSourceUnreachable(t *testing.T) {
 	testwait.For(t, waitTimeout, "sidemirror_partition_lag_seconds to grow while unreachable", func() bool {
 		return series("lag_seconds") >= first+1
 	})
-	h := m.CheckSources(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	h := m.CheckSources(ctx)
 	if len(h) != 1 || h[0].Err == nil || h[0].Unreachable != 1 {
 		t.Fatalf("CheckSources while the source is down = %+v; want an error and 1 unreachable partition", h)
 	}
@@ -130,9 +172,7 @@ func TestSourceUnreachable(t *testing.T) {
 	}
 
 	e.produce(cl, topic, []int32{0}, 200, 100, 10) // producers reach the source directly
-	if px, err = kafkaproxy.Start(addr, upstream); err != nil {
-		t.Fatal(err)
-	}
+	up(t, &px, addr, upstream)
 	e.waitCaughtUp(m, topic, []int32{0})
 	testwait.For(t, waitTimeout, "the second catch-up logged", func() bool { return caughtUpLogs() == 2 })
 	st = status(t, m, p)
