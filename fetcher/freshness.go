@@ -17,7 +17,7 @@ import (
 // partition.mu.
 type freshness struct {
 	created    time.Time // the driver's creation
-	behindAt   time.Time // when behind was last set
+	behindAt   time.Time // since when it is behind: the last catch-up before it fell behind, or the creation
 	lastFetch  time.Time // the last successful fetch response; zero: none yet
 	trouble    time.Time // the first failed fetch or source look-up since lastFetch; zero: none
 	troubleErr error     // the last of those failures
@@ -102,7 +102,10 @@ func (p *partition) checkBehindLocked(now time.Time) {
 	if fr.behind || p.state == StateFailed || p.state == StateStopped || p.lagTimeLocked(now) < p.m.cfg.unreachable {
 		return
 	}
-	fr.behind, fr.behindAt = true, now
+	fr.behind, fr.behindAt = true, fr.created
+	if !fr.caughtUpAt.IsZero() {
+		fr.behindAt = fr.caughtUpAt
+	}
 	p.log.Warn("partition fell behind the source",
 		zap.Duration("lag-time", p.lagTimeLocked(now).Round(time.Millisecond)),
 		zap.Int64("lag-records", max(0, p.srcHW-p.dstLEO-p.shift)))

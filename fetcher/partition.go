@@ -159,15 +159,15 @@ func (p *partition) statusLocked() PartitionStatus {
 	}
 	now := time.Now()
 	return PartitionStatus{
-		LagTime:                 p.lagTimeLocked(now),
-		LastFetch:               p.fresh.lastFetch,
-		SourceUnreachableSince:  p.unreachableSinceLocked(now),
 		Partition:               p.key,
 		State:                   p.state,
 		SourceHighWatermark:     p.srcHW,
 		SourceLogStartOffset:    p.srcLSO,
 		DestinationLogEndOffset: p.dstLEO,
 		Lag:                     lag,
+		LagTime:                 p.lagTimeLocked(now),
+		LastFetch:               p.fresh.lastFetch,
+		SourceUnreachableSince:  p.unreachableSinceLocked(now),
 		LastError:               p.lastErr,
 		Permanent:               p.perm && p.state == StateFailed,
 		RecordsMirrored:         p.records,
