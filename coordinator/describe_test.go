@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
@@ -62,4 +64,40 @@ func TestPartitionRow(t *testing.T) {
 			t.Fatalf("last error %q, want %q", deref(d.LastError), want)
 		}
 	})
+}
+
+// TestDetailUnreachableSource: a partition whose source cannot be reached
+// is described with its lag not available (never 0 from a stale source high
+// watermark), the time since which it is unreachable and the last error on
+// its row; a healthy one keeps its lag and carries its lag in time.
+func TestDetailUnreachableSource(t *testing.T) {
+	r := &reconciler{brokerID: 2}
+	lastFetch := time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)
+	healthy := fetcher.PartitionStatus{
+		Partition: fetcher.Partition{Mirror: "m", Topic: "t", Partition: 1}, State: fetcher.StateMirroring,
+		SourceHighWatermark: 100, DestinationLogEndOffset: 100, Lag: 0,
+		LagTime: 250 * time.Millisecond, LastFetch: lastFetch,
+	}
+	d := r.detail(healthy, healthy.State)
+	if d.Lag != 0 || d.LagTimeMs != 250 || d.LastFetchTimestampMs != lastFetch.UnixMilli() ||
+		d.SourceUnreachableSinceMs != -1 || d.LastError != nil || d.OwnerBrokerId != 2 {
+		t.Fatalf("healthy row = %+v", d)
+	}
+
+	down := healthy
+	down.LagTime, down.SourceUnreachableSince = 75*time.Second, lastFetch
+	down.LastError = "source fetch of m/t/1 from broker 0: connection refused"
+	d = r.detail(down, down.State)
+	if d.Lag != -1 || d.SourceOffset != 100 || d.DestinationOffset != 100 || d.State != "MIRRORING" {
+		t.Fatalf("unreachable row = %+v: want lag -1 and the last known offsets", d)
+	}
+	if d.SourceUnreachableSinceMs != lastFetch.UnixMilli() || d.LagTimeMs != 75000 {
+		t.Fatalf("unreachable row since %d, lag time %d ms", d.SourceUnreachableSinceMs, d.LagTimeMs)
+	}
+	msg := deref(d.LastError)
+	for _, want := range []string{"source unreachable since 2026-12-02T01:02:03Z", "connection refused"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("last error %q does not say %q", msg, want)
+		}
+	}
 }

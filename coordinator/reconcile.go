@@ -406,6 +406,22 @@ func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) prot
 	if ps.LastError != "" {
 		d.LastError = strPtr(ps.LastError)
 	}
+	d.LagTimeMs = ps.LagTime.Milliseconds()
+	if !ps.LastFetch.IsZero() {
+		d.LastFetchTimestampMs = ps.LastFetch.UnixMilli()
+	}
+	if since := ps.SourceUnreachableSince; !since.IsZero() {
+		// The lag at the last known source high watermark is no lag
+		// anyone can rely on: not available, and the reason says why.
+		d.Lag = -1
+		d.SourceUnreachableSinceMs = since.UnixMilli()
+		msg := fmt.Sprintf("source unreachable since %s (%s ago)", since.UTC().Format(time.RFC3339),
+			time.Since(since).Round(time.Second))
+		if ps.LastError != "" {
+			msg += ": " + ps.LastError
+		}
+		d.LastError = &msg
+	}
 	return d
 }
 

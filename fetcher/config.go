@@ -22,6 +22,7 @@ const (
 	defaultProduceTimeout    = 30 * time.Second
 	defaultBackoffMin        = 100 * time.Millisecond
 	defaultBackoffMax        = 10 * time.Second
+	defaultUnreachableAfter  = 10 * time.Second
 )
 
 // Opt configures a Manager; see NewManager.
@@ -49,6 +50,7 @@ type cfg struct {
 	onState      func(PartitionStatus)
 	onNotLeader  func(Partition)
 	offsetMaps   OffsetMaps
+	unreachable  time.Duration
 }
 
 func defaultCfg() cfg {
@@ -62,6 +64,7 @@ func defaultCfg() cfg {
 		produceTO:    defaultProduceTimeout,
 		backoffMin:   defaultBackoffMin,
 		backoffMax:   defaultBackoffMax,
+		unreachable:  defaultUnreachableAfter,
 	}
 }
 
@@ -121,6 +124,14 @@ func Backoff(min, max time.Duration) Opt {
 	return opt(func(c *cfg) { c.backoffMin, c.backoffMax = min, max })
 }
 
+// SourceUnreachableAfter sets how long no fetch of a partition may succeed,
+// while its fetches or source look-ups fail or one hangs, before the
+// partition's source counts as unreachable (PartitionStatus.SourceUnreachableSince)
+// and a partition this far behind is logged as falling behind (default 10s:
+// kgo's request timeout of a fetch to a broker that stopped answering is
+// the fetch wait plus 10s, so a silent source is caught by the hung fetch).
+func SourceUnreachableAfter(d time.Duration) Opt { return opt(func(c *cfg) { c.unreachable = d }) }
+
 // OnStateChange sets a function called with the partition's status on every
 // state change, in order, from one goroutine of the Manager. It must not
 // block long.
@@ -172,6 +183,9 @@ func (c *cfg) validate() error {
 	}
 	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
 		bad = append(bad, fmt.Sprintf("Backoff(%s, %s) needs 0 < min <= max", c.backoffMin, c.backoffMax))
+	}
+	if c.unreachable <= 0 {
+		bad = append(bad, fmt.Sprintf("SourceUnreachableAfter %s must be positive", c.unreachable))
 	}
 	if len(bad) == 0 {
 		return nil

@@ -15,7 +15,8 @@
 //	)
 //	m.SetMirror("dr", sourceOpts)                 // source client per mirror
 //	m.Start(fetcher.Partition{Mirror: "dr", Topic: "orders", Partition: 0})
-//	m.Status()                                    // per partition: state, HW, LEO, lag, last error
+//	m.Status()                                    // per partition: state, HW, LEO, lag (records, time), last error
+//	m.CheckSources(ctx)                           // per mirror: does its source answer (for /readyz)
 //	m.Stop(ctx, p)                                // returns with no append in flight
 //	m.Close()
 //

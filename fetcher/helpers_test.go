@@ -162,3 +162,33 @@ func seriesCount(c prometheus.Collector) int {
 	close(ch)
 	return len(ch)
 }
+
+// lagSeries returns how many sidemirror_partition_lag_records series m's
+// partitions have.
+func lagSeries(m *Manager) int {
+	return len(partitionSeries(m, m.met.parts.lagRecords))
+}
+
+// partitionSeries returns the series of the per-partition metric d, by
+// mirror/topic/partition.
+func partitionSeries(m *Manager, d *prometheus.Desc) map[string]float64 {
+	ch := make(chan prometheus.Metric, 10000)
+	m.met.parts.Collect(ch)
+	close(ch)
+	out := make(map[string]float64)
+	for mt := range ch {
+		if mt.Desc() != d {
+			continue
+		}
+		var pb dto.Metric
+		if err := mt.Write(&pb); err != nil {
+			panic(err)
+		}
+		l := make(map[string]string)
+		for _, lp := range pb.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		out[l["mirror"]+"/"+l["topic"]+"/"+l["partition"]] = pb.GetGauge().GetValue()
+	}
+	return out
+}

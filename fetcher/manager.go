@@ -86,6 +86,8 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	m.notify = newNotifier(c.onState, c.onNotLeader, m.log)
 	m.goFunc(m.app.run)
 	m.goFunc(m.notify.run)
+	m.goFunc(m.watch)
+	met.parts.add(m)
 	return m, nil
 }
 
@@ -287,7 +289,6 @@ func (m *Manager) remove(pt *partition) {
 	}
 	m.mu.Unlock()
 	pt.setState(partstate.Removed, "")
-	m.met.deletePartition(pt.key)
 }
 
 // notLeader is called by a driver that got NOT_LEADER_OR_FOLLOWER from the
@@ -374,6 +375,7 @@ func (m *Manager) Close() {
 	for _, mir := range mirrors {
 		mir.close()
 	}
+	m.met.parts.remove(m)
 	m.notify.close()
 	m.goMu.Lock()
 	m.goClosed = true

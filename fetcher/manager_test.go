@@ -132,7 +132,7 @@ func TestMirrorCodecs(t *testing.T) {
 	if n := seriesCount(m.met.errors); n != 0 {
 		t.Fatalf("%d error series: the appends should have kept their order without errors", n)
 	}
-	if n := seriesCount(m.met.lag); n != len(codecs)*2 {
+	if n := lagSeries(m); n != len(codecs)*2 {
 		t.Fatalf("%d lag series, want %d", n, len(codecs)*2)
 	}
 }
@@ -291,7 +291,7 @@ func TestStopStartResumes(t *testing.T) {
 			t.Fatalf("stopped partition still listed: %+v", st)
 		}
 	}
-	if n := seriesCount(m.met.lag); n != 1 {
+	if n := lagSeries(m); n != 1 {
 		t.Fatalf("%d lag series after stopping one of two partitions", n)
 	}
 	testwait.For(t, waitTimeout, "STOPPING, STOPPED notified", func() bool {

@@ -3,6 +3,8 @@ package fetcher
 import (
 	"errors"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,7 +12,7 @@ import (
 
 // metrics are the fetcher's Prometheus collectors (DESIGN.md D13).
 type metrics struct {
-	lag           *prometheus.GaugeVec     // mirror, topic, partition
+	parts         *partitionCollector      // per partition: lag, offsets, last fetch; read at scrape time
 	records       *prometheus.CounterVec   // mirror, topic
 	bytes         *prometheus.CounterVec   // mirror, topic
 	fillers       *prometheus.CounterVec   // mirror, topic
@@ -38,10 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	latencyBuckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms .. ~16s
 	m := &metrics{
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sidemirror_partition_lag_records",
-			Help: "Source high watermark minus destination log end offset of a mirrored partition.",
-		}, []string{"mirror", "topic", "partition"}),
+		parts: newPartitionCollector(),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sidemirror_mirrored_records_total",
 			Help: "Source records appended to the destination.",
@@ -96,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"op", "code"}),
 	}
 	var err error
-	m.lag = register(reg, m.lag, &err)
+	m.parts = register(reg, m.parts, &err)
 	m.records = register(reg, m.records, &err)
 	m.bytes = register(reg, m.bytes, &err)
 	m.fillers = register(reg, m.fillers, &err)
@@ -146,10 +145,95 @@ func (m *metrics) countError(op string, err error) {
 	m.errors.WithLabelValues(op, errorCode(err)).Inc()
 }
 
-func (m *metrics) setLag(p Partition, lag int64) {
-	m.lag.WithLabelValues(p.Mirror, p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(lag))
+// partitionCollector reports the per-partition series of every Manager
+// registered with it (a registry shared by two Managers holds one), from
+// their partitions' status at scrape time: the lag in time keeps growing
+// between events, and a removed partition's series are gone with it.
+type partitionCollector struct {
+	lagRecords, lagSeconds, sourceHW, destLEO, lastFetch, unreachable *prometheus.Desc
+
+	mu       sync.Mutex
+	managers map[*Manager]struct{}
 }
 
-func (m *metrics) deletePartition(p Partition) {
-	m.lag.DeleteLabelValues(p.Mirror, p.Topic, strconv.Itoa(int(p.Partition)))
+func newPartitionCollector() *partitionCollector {
+	labels := []string{"mirror", "topic", "partition"}
+	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, labels, nil) }
+	return &partitionCollector{
+		lagRecords: desc("sidemirror_partition_lag_records",
+			"Source high watermark minus destination log end offset of a mirrored partition; while the source is unreachable, at its last known high watermark."),
+		lagSeconds: desc("sidemirror_partition_lag_seconds",
+			"Seconds since the destination last held every record the source had, as of a fetch sent then (an upper bound of the age of the oldest source record not yet on the destination); grows while the source is unreachable."),
+		sourceHW: desc("sidemirror_partition_source_high_watermark",
+			"The source high watermark of a mirrored partition, from the last successful fetch."),
+		destLEO: desc("sidemirror_partition_destination_log_end_offset",
+			"The destination log end offset of a mirrored partition."),
+		lastFetch: desc("sidemirror_partition_last_fetch_timestamp_seconds",
+			"When a fetch of the partition from the source last succeeded (Unix time; 0: none since its driver started)."),
+		unreachable: desc("sidemirror_partition_source_unreachable",
+			"1 while the partition's source cannot be fetched from: no fetch succeeded for 10 seconds and fetches or source look-ups fail or hang."),
+		managers: make(map[*Manager]struct{}),
+	}
+}
+
+func (c *partitionCollector) add(m *Manager) {
+	c.mu.Lock()
+	c.managers[m] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *partitionCollector) remove(m *Manager) {
+	c.mu.Lock()
+	delete(c.managers, m)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.lagRecords, c.lagSeconds, c.sourceHW, c.destLEO, c.lastFetch, c.unreachable} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: a series set per partition that
+// a Manager drives and that is not STOPPED. Offsets not known yet have no
+// series.
+func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	managers := make([]*Manager, 0, len(c.managers))
+	for m := range c.managers {
+		managers = append(managers, m)
+	}
+	c.mu.Unlock()
+	for _, m := range managers {
+		for _, st := range m.Status() {
+			if st.State == StateStopped {
+				continue
+			}
+			labels := []string{st.Mirror, st.Topic, strconv.Itoa(int(st.Partition.Partition))}
+			gauge := func(d *prometheus.Desc, v float64) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+			}
+			if st.Lag >= 0 {
+				gauge(c.lagRecords, float64(st.Lag))
+			}
+			gauge(c.lagSeconds, st.LagTime.Seconds())
+			if st.SourceHighWatermark >= 0 {
+				gauge(c.sourceHW, float64(st.SourceHighWatermark))
+			}
+			if st.DestinationLogEndOffset >= 0 {
+				gauge(c.destLEO, float64(st.DestinationLogEndOffset))
+			}
+			last := 0.0
+			if !st.LastFetch.IsZero() {
+				last = float64(st.LastFetch.UnixNano()) / float64(time.Second)
+			}
+			gauge(c.lastFetch, last)
+			unreachable := 0.0
+			if !st.SourceUnreachableSince.IsZero() {
+				unreachable = 1
+			}
+			gauge(c.unreachable, unreachable)
+		}
+	}
 }

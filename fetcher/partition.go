@@ -50,6 +50,7 @@ type partition struct {
 	fillers int64
 	shift   int64 // translate mode: source minus destination offset at the cursor
 	fetch   fetchState
+	fresh   freshness // lag in time, last fetch, reachability (freshness.go)
 }
 
 // producerState is where a partition stands with the sidecar's producer:
@@ -101,12 +102,13 @@ func (ps *producerState) resume(leo int64) {
 // fetchState is the hand-over between the partition's driver and the fetch
 // session of its source leader.
 type fetchState struct {
-	sess     *session // the session the partition is attached to; nil: none
-	gen      uint64   // bumped when the driver resets the position: stale data is dropped
-	active   bool     // the driver wants data
-	inflight bool     // a fetch for gen is out
-	offset   int64    // next offset to fetch
-	maxBytes int32    // per-partition fetch size; grows when a batch does not fit
+	sess     *session  // the session the partition is attached to; nil: none
+	gen      uint64    // bumped when the driver resets the position: stale data is dropped
+	active   bool      // the driver wants data
+	inflight bool      // a fetch for gen is out
+	sentAt   time.Time // when the fetch in flight was sent
+	offset   int64     // next offset to fetch
+	maxBytes int32     // per-partition fetch size; grows when a batch does not fit
 	queue    []fetched
 	queued   int // bytes in queue
 }
@@ -135,6 +137,8 @@ func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
 		bytes:         counters[1],
 		fillers:       counters[2],
 	}
+	now := time.Now()
+	p.fresh = freshness{created: now, behind: true, behindAt: now}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.prod = m.pids.load(key)
 	m.met.partitions.WithLabelValues(StateUnknown.String()).Inc()
@@ -153,6 +157,7 @@ func (p *partition) statusLocked() PartitionStatus {
 	if p.srcHW >= 0 && p.dstLEO >= 0 {
 		lag = max(0, p.srcHW-p.dstLEO-p.shift)
 	}
+	now := time.Now()
 	return PartitionStatus{
 		Partition:               p.key,
 		State:                   p.state,
@@ -160,6 +165,9 @@ func (p *partition) statusLocked() PartitionStatus {
 		SourceLogStartOffset:    p.srcLSO,
 		DestinationLogEndOffset: p.dstLEO,
 		Lag:                     lag,
+		LagTime:                 p.lagTimeLocked(now),
+		LastFetch:               p.fresh.lastFetch,
+		SourceUnreachableSince:  p.unreachableSinceLocked(now),
 		LastError:               p.lastErr,
 		Permanent:               p.perm && p.state == StateFailed,
 		RecordsMirrored:         p.records,
@@ -239,9 +247,12 @@ func (p *partition) setSourceOffsets(hw, lso int64) {
 	p.mu.Unlock()
 }
 
+// updateLagLocked follows a move of the destination log end offset or the
+// source high watermark: the lag in time and the catch-up log
+// (freshness.go); the lag metrics are read at scrape time (metrics.go).
 func (p *partition) updateLagLocked() {
-	if p.srcHW >= 0 && p.dstLEO >= 0 && p.state != StateStopped {
-		p.m.met.setLag(p.key, max(0, p.srcHW-p.dstLEO-p.shift))
+	if p.state != StateStopped {
+		p.progressLocked()
 	}
 }
 
@@ -314,6 +325,9 @@ func (p *partition) runOnce() error {
 	}
 	start, err := mir.listOffset(ctx, p.key, -2)
 	if err != nil {
+		if ctx.Err() == nil {
+			p.sourceTrouble(err)
+		}
 		return err
 	}
 	p.setSourceOffsets(-1, start)
@@ -615,9 +629,13 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 					return err
 				}
 				fetchErrs++
-				leaderAt = now.Add(p.m.backoff(fetchErrs))
+				// The backoff counts from now: the look-up itself may
+				// have taken longer than the backoff.
+				d := p.m.backoff(fetchErrs)
+				leaderAt = time.Now().Add(d)
 				p.setLastError(err)
-				p.log.Warn("no source leader yet", zap.Error(err), zap.Duration("backoff", time.Until(leaderAt)))
+				p.sourceTrouble(err)
+				p.log.Warn("no source leader yet", zap.Error(err), zap.Int("attempt", fetchErrs), zap.Duration("backoff", d))
 			} else {
 				needLeader = false
 			}
@@ -825,13 +843,20 @@ func (p *partition) fetchFirstBatch(mir *mirror, from int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	sent := time.Now()
 	records, hw, lso, err := mir.fetchOnce(p.ctx, leader, p.key, from, p.m.cfg.partMax)
 	if err != nil {
 		if errors.Is(err, kerr.OffsetOutOfRange) {
 			return nil, fmt.Errorf("%w: %w", errRealign, err)
 		}
+		if p.ctx.Err() == nil {
+			p.sourceTrouble(err)
+		}
 		return nil, err
 	}
+	p.mu.Lock()
+	p.fetchedLocked(sent, -1) // the high watermark is not the stream's yet
+	p.mu.Unlock()
 	p.setSourceOffsets(hw, lso)
 	for len(records) > 0 {
 		b, err := nextBatch(records)

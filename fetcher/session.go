@@ -222,7 +222,7 @@ func (p *partition) takeFetch(s *session) (offset int64, maxBytes int32, gen uin
 	if f.sess != s || !f.active || f.inflight || f.queued >= p.m.cfg.bufferBytes {
 		return 0, 0, 0, false
 	}
-	f.inflight = true
+	f.inflight, f.sentAt = true, time.Now()
 	return f.offset, f.maxBytes, f.gen, true
 }
 
@@ -248,6 +248,7 @@ func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64) {
 	if lso >= 0 {
 		p.srcLSO = lso
 	}
+	p.fetchedLocked(f.sentAt, hw)
 	p.updateLagLocked()
 	queued := false
 	if len(records) > 0 {
@@ -292,6 +293,7 @@ func (p *partition) fetchFailed(s *session, gen uint64, err error) bool {
 	}
 	f.inflight, f.active = false, false
 	f.queue = append(f.queue, fetched{offset: f.offset, err: err})
+	p.sourceTroubleLocked(err)
 	p.mu.Unlock()
 	p.wakeDriver()
 	return true

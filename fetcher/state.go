@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sidemirror/sidemirror/internal/partstate"
 )
@@ -52,7 +53,30 @@ type PartitionStatus struct {
 	SourceHighWatermark, SourceLogStartOffset, DestinationLogEndOffset int64
 
 	// Lag is SourceHighWatermark - DestinationLogEndOffset, -1 when unknown.
+	// While the source is unreachable it is the lag at the last known
+	// source high watermark.
 	Lag int64
+
+	// LagTime is the lag in time: how long ago the destination last held
+	// every record the source had, as of the moment a fetch was sent whose
+	// high watermark the destination has reached since (the age of the
+	// oldest source record not yet on the destination is never more). It
+	// is the time since the driver started while the partition has never
+	// caught up, and it keeps growing while the source cannot be fetched
+	// from: a caught-up partition shows about one fetch round trip (up to
+	// the fetch wait when idle).
+	LagTime time.Duration
+
+	// LastFetch is when a fetch of the partition from the source last
+	// succeeded; zero if none has since the driver started.
+	LastFetch time.Time
+
+	// SourceUnreachableSince is set while the source cannot be reached for
+	// the partition: no fetch succeeded for SourceUnreachableAfter and
+	// fetches or source look-ups failed since (or a fetch hangs). It is the
+	// time of the last successful fetch, or the driver's start if there was
+	// none. Zero: reachable (or FAILED, which says why on its own).
+	SourceUnreachableSince time.Time
 
 	// LastError is the reason when FAILED, or the last retriable error
 	// until appends succeed again.
@@ -75,7 +99,11 @@ type PartitionStatus struct {
 // String shows every field, e.g. for logs: the embedded Partition's String
 // would otherwise stand for the whole status.
 func (s PartitionStatus) String() string {
-	return fmt.Sprintf("%s %s source-hw=%d source-log-start=%d destination-leo=%d lag=%d records=%d bytes=%d fillers=%d last-error=%q",
+	unreachable := "-"
+	if !s.SourceUnreachableSince.IsZero() {
+		unreachable = s.SourceUnreachableSince.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s %s source-hw=%d source-log-start=%d destination-leo=%d lag=%d lag-time=%s unreachable-since=%s records=%d bytes=%d fillers=%d last-error=%q",
 		s.Partition, s.State, s.SourceHighWatermark, s.SourceLogStartOffset, s.DestinationLogEndOffset, s.Lag,
-		s.RecordsMirrored, s.BytesMirrored, s.FillerRecords, s.LastError)
+		s.LagTime.Round(time.Millisecond), unreachable, s.RecordsMirrored, s.BytesMirrored, s.FillerRecords, s.LastError)
 }

@@ -10,8 +10,9 @@ import (
 // partition, with the mirror's configuration (KIP-1279). The sidecar that
 // receives it gathers the rows of every sidecar (DescribeLocalPartitions).
 //
-// sidemirror extensions, all tagged: PartitionDetail.LastError (tag 0) and
-// OwnerBrokerId (tag 1); DescribedMirror.SourceClusterId (tag 0),
+// sidemirror extensions, all tagged: PartitionDetail.LastError (tag 0),
+// OwnerBrokerId (tag 1), SourceUnreachableSinceMs (tag 2), LagTimeMs (tag 3)
+// and LastFetchTimestampMs (tag 4); DescribedMirror.SourceClusterId (tag 0),
 // SourceBootstrap (tag 1), Configs (tag 2, secret values redacted by the
 // server) and ErrorMessage (tag 3). The KIP's scrape lost the name of the
 // partition's last-mirror-epoch field; it is LastMirrorEpoch here, as in
@@ -69,7 +70,16 @@ import (
 //	            "about": "Why the partition is FAILED, or the last retriable error; null if none." },
 //	          { "name": "OwnerBrokerId", "type": "int32", "versions": "0+", "default": "-1",
 //	            "taggedVersions": "0+", "tag": 1,
-//	            "about": "The broker whose sidecar drives the partition, or -1 if none." }
+//	            "about": "The broker whose sidecar drives the partition, or -1 if none." },
+//	          { "name": "SourceUnreachableSinceMs", "type": "int64", "versions": "0+", "default": "-1",
+//	            "taggedVersions": "0+", "tag": 2,
+//	            "about": "While the source cannot be fetched from: the time of the last successful fetch (Unix ms), else -1." },
+//	          { "name": "LagTimeMs", "type": "int64", "versions": "0+", "default": "-1",
+//	            "taggedVersions": "0+", "tag": 3,
+//	            "about": "Milliseconds since the destination last held every record the source had, or -1 if not driven." },
+//	          { "name": "LastFetchTimestampMs", "type": "int64", "versions": "0+", "default": "-1",
+//	            "taggedVersions": "0+", "tag": 4,
+//	            "about": "When a fetch from the source last succeeded (Unix ms), or -1 if none." }
 //	        ]}
 //	      ]},
 //	      { "name": "SourceClusterId", "type": "string", "versions": "0+", "default": "",
@@ -244,13 +254,17 @@ type PartitionDetail struct {
 	State             string `json:"state"`             // state name, such as MIRRORING
 	LastMirrorEpoch   int32  `json:"lastMirrorEpoch"`   // -1 if not available
 
-	LastError     *string `json:"lastError"`     // tag 0: why FAILED, or the last retriable error
-	OwnerBrokerId int32   `json:"ownerBrokerId"` // tag 1: broker whose sidecar drives it, -1 if none
+	LastError                *string `json:"lastError"`                // tag 0: why FAILED, or the last retriable error
+	OwnerBrokerId            int32   `json:"ownerBrokerId"`            // tag 1: broker whose sidecar drives it, -1 if none
+	SourceUnreachableSinceMs int64   `json:"sourceUnreachableSinceMs"` // tag 2: source unreachable since (Unix ms), -1 if reachable
+	LagTimeMs                int64   `json:"lagTimeMs"`                // tag 3: lag in time, -1 if unknown
+	LastFetchTimestampMs     int64   `json:"lastFetchTimestampMs"`     // tag 4: last successful fetch (Unix ms), -1 if none
 }
 
 // Default sets the schema's defaults.
 func (p *PartitionDetail) Default() {
-	*p = PartitionDetail{SourceOffset: -1, DestinationOffset: -1, Lag: -1, LastMirrorEpoch: -1, OwnerBrokerId: -1}
+	*p = PartitionDetail{SourceOffset: -1, DestinationOffset: -1, Lag: -1, LastMirrorEpoch: -1, OwnerBrokerId: -1,
+		SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1}
 }
 
 func (p *PartitionDetail) appendTo(dst []byte) []byte {
@@ -266,6 +280,15 @@ func (p *PartitionDetail) appendTo(dst []byte) []byte {
 	}
 	if p.OwnerBrokerId != -1 {
 		tw.add(1, kbin.AppendInt32(nil, p.OwnerBrokerId))
+	}
+	if p.SourceUnreachableSinceMs != -1 {
+		tw.add(2, kbin.AppendInt64(nil, p.SourceUnreachableSinceMs))
+	}
+	if p.LagTimeMs != -1 {
+		tw.add(3, kbin.AppendInt64(nil, p.LagTimeMs))
+	}
+	if p.LastFetchTimestampMs != -1 {
+		tw.add(4, kbin.AppendInt64(nil, p.LastFetchTimestampMs))
 	}
 	return tw.appendTo(dst)
 }
@@ -284,6 +307,12 @@ func (p *PartitionDetail) readFrom(d *decoder) {
 			p.LastError = f.nullableString()
 		case 1:
 			p.OwnerBrokerId = f.int32()
+		case 2:
+			p.SourceUnreachableSinceMs = f.int64()
+		case 3:
+			p.LagTimeMs = f.int64()
+		case 4:
+			p.LastFetchTimestampMs = f.int64()
 		default:
 			return false
 		}

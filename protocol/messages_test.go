@@ -229,13 +229,15 @@ func TestGoldenBytes(t *testing.T) {
 				Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
 					PartitionIndex: 1, SourceOffset: -1, DestinationOffset: -1, Lag: -1, State: "S",
 					LastMirrorEpoch: -1, LastError: strp("e"), OwnerBrokerId: 2,
+					SourceUnreachableSinceMs: -1, LagTimeMs: 3, LastFetchTimestampMs: -1,
 				}}}},
 			}}},
 			hex: "00000000" + "0000" + "00" + // throttle, error code, null message
 				"02" + "0000" + "026d" + "80000000" + // 1 mirror: error code, "m", authorized operations
 				"02" + "0274" + "02" + // 1 topic "t", 1 partition
 				"00000001" + "ffffffffffffffff" + "ffffffffffffffff" + "ffffffffffffffff" + "0253" + "ffffffff" +
-				"02" + "00" + "02" + "0265" + "01" + "04" + "00000002" + // tags: LastError "e", OwnerBrokerId 2
+				"03" + "00" + "02" + "0265" + "01" + "04" + "00000002" + // tags: LastError "e", OwnerBrokerId 2,
+				"03" + "08" + "0000000000000003" + // LagTimeMs 3
 				"00" + // topic tags
 				"00" + // mirror tags
 				"00", // response tags
@@ -344,6 +346,7 @@ func TestUnknownTagsSkipped(t *testing.T) {
 			Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
 				SourceOffset: 10, DestinationOffset: 8, Lag: 2, State: "MIRRORING", LastMirrorEpoch: 3,
 				LastError: strp("boom"), OwnerBrokerId: 9,
+				SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1,
 			}}}},
 		}},
 	}

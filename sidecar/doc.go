@@ -3,14 +3,14 @@
 // LoadConfig; the Kafka client properties of a cluster are a
 // security.ClientConfig), builds the logger (NewLogger) and runs one Sidecar
 // next to one broker of the destination cluster: it locks the data
-// directory, serves /metrics and /healthz, wires the components, and shuts
+// directory, serves /metrics, /healthz and /readyz, wires the components, and shuts
 // them down in a fixed order.
 //
 // Files: config.go (keys, defaults, validation; ${env:...} and ${file:...}
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), components.go (wiring; SourceKgoOpts, which
 // resolves a mirror's source settings on every connect), sidecar.go
-// (lifecycle and shutdown order), routines.go (tracked goroutines), lock.go
+// (lifecycle and shutdown order), readyz.go (the /readyz checks), routines.go (tracked goroutines), lock.go
 // (the data.dir lock), statedump.go, metrics.go, logging.go, version.go,
 // errors.go.
 package sidecar

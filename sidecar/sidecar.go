@@ -26,9 +26,10 @@ type Sidecar struct {
 	routines *routines
 
 	started  atomic.Bool
-	stopping atomic.Bool   // set when shutdown begins; /healthz turns 503
-	ready    chan struct{} // closed once every listener is bound
-	httpAddr string        // written before ready is closed
+	stopping atomic.Bool                // set when shutdown begins; /healthz turns 503
+	ready    chan struct{}              // closed once every listener is bound
+	comps    atomic.Pointer[components] // set once started: what /readyz checks
+	httpAddr string                     // written before ready is closed
 }
 
 // New validates cfg and returns a Sidecar ready to Run. A nil log discards
@@ -105,6 +106,7 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 		_ = srv.Close()
 		return err
 	}
+	s.comps.Store(comps)
 	s.httpAddr = ln.Addr().String()
 	close(s.ready)
 	s.log.Info("sidecar running",
@@ -181,6 +183,7 @@ func (s *Sidecar) httpHandler() http.Handler {
 		}
 		fmt.Fprint(w, "ok\n")
 	})
+	mux.HandleFunc("GET /readyz", s.readyz) // readyz.go
 	return mux
 }
 

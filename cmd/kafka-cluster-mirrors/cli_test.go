@@ -377,6 +377,13 @@ func TestDescribe(t *testing.T) {
 	}}
 	full := partition(0, 69, 66, 3, "FAILED")
 	full.LastMirrorEpoch, full.LastError, full.OwnerBrokerId = 4, strp("source topic ID changed"), 2
+	full.SourceUnreachableSinceMs, full.LagTimeMs, full.LastFetchTimestampMs = 1764637323000, 61250, 1764637323000
+	unreachable := partition(0, 200, 200, -1, "MIRRORING")
+	unreachable.SourceUnreachableSinceMs, unreachable.LagTimeMs = 1764637323000, 61250
+	unreachable.LastError = strp("source unreachable since 2026-12-02T01:02:03Z (1m1s ago): source fetch of m/orders/0 from broker 1: connection refused")
+	unreachableResp := &protocol.DescribeClusterMirrorsResponse{Mirrors: []protocol.DescribedMirror{{
+		MirrorName: "my-mirror", Topics: []protocol.DescribedTopic{{TopicName: "orders", Partitions: []protocol.PartitionDetail{unreachable}}},
+	}}}
 	everyField := &protocol.DescribeClusterMirrorsResponse{ThrottleTimeMs: 1, Mirrors: []protocol.DescribedMirror{{
 		MirrorName: "my-mirror", AuthorizedOperations: -2147483648,
 		Topics:          []protocol.DescribedTopic{{TopicName: "foo", Partitions: []protocol.PartitionDetail{full}}},
@@ -401,6 +408,18 @@ func TestDescribe(t *testing.T) {
 				"my-mirror                      foo                                      2          94              90                 4        MIRRORING\n" +
 				"new-mirror                     baz                                      0          -               -                  -        PAUSED\n" +
 				"new-mirror                     baz                                      1          -               -                  -        PAUSED\n",
+			wantReq: &protocol.DescribeClusterMirrorsRequest{},
+		},
+		{
+			// The lag at a stale source high watermark is not shown as a
+			// lag: "-", and the row's error says since when.
+			name: "describe an unreachable source",
+			args: []string{"--describe"},
+			resp: []protocol.Response{unreachableResp},
+			wantOut: "" +
+				"MIRROR                         TOPIC                                    PARTITION  SOURCE-OFFSET   DESTINATION-OFFSET LAG      STATE\n" +
+				"my-mirror                      orders                                   0          200             200                -        MIRRORING\n" +
+				"  error: source unreachable since 2026-12-02T01:02:03Z (1m1s ago): source fetch of m/orders/0 from broker 1: connection refused\n",
 			wantReq: &protocol.DescribeClusterMirrorsRequest{},
 		},
 		{
@@ -434,7 +453,10 @@ func TestDescribe(t *testing.T) {
               "state": "FAILED",
               "lastMirrorEpoch": 4,
               "lastError": "source topic ID changed",
-              "ownerBrokerId": 2
+              "ownerBrokerId": 2,
+              "sourceUnreachableSinceMs": 1764637323000,
+              "lagTimeMs": 61250,
+              "lastFetchTimestampMs": 1764637323000
             }
           ]
         }

@@ -14,4 +14,5 @@
 //	hosts_test.go       placement, mirroring, forwarding and fan-out across hosts
 //	deadsidecar_test.go a sidecar killed with SIGKILL, detected across hosts
 //	advertised_test.go  addresses the other hosts cannot dial refused at start
+//	unreachable_test.go the destination cut off from the source: describe, metrics, /readyz
 package multihost

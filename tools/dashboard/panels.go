@@ -127,6 +127,10 @@ func build() *dashboard.DashboardBuilder {
 			query{`sum by (mirror) (sidemirror_partition_lag_records{` + mirror + `})`, "{{mirror}}"})).
 		WithPanel(graph("Lag of the 10 partitions furthest behind", "short", "Per-partition lag in records.",
 			query{`topk(10, sidemirror_partition_lag_records{` + mirror + `})`, "{{mirror}} {{topic}}-{{partition}}"})).
+		WithPanel(graph("Lag in time", "s", "Per mirror, the partition furthest behind in time: seconds since the destination last held everything the source had. It keeps growing while the source is unreachable, when the lag in records cannot.",
+			query{`max by (mirror) (sidemirror_partition_lag_seconds{` + mirror + `})`, "{{mirror}}"})).
+		WithPanel(graph("Partitions that cannot fetch from the source", "short", "Per mirror, partitions with no successful fetch for 10 s while fetches fail or hang: the source or the network to it is down.",
+			query{`sum by (mirror) (sidemirror_partition_source_unreachable{` + mirror + `})`, "{{mirror}}"})).
 		WithPanel(graph("End-to-end latency", "s", "From a source batch's timestamp to the destination's acknowledgement of its append: how far behind in time the mirrored data is while it flows.",
 			query{quantile("0.5", "sidemirror_end_to_end_latency_seconds", ", mirror", mirror), "p50 {{mirror}}"},
 			query{quantile("0.99", "sidemirror_end_to_end_latency_seconds", ", mirror", mirror), "p99 {{mirror}}"})).
