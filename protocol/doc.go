@@ -41,7 +41,9 @@
 // Files: doc.go (this overview), apis.go (keys, registry, interfaces),
 // header.go (request and response headers), codec.go and codec_versions.go
 // (shared encoding helpers), errors.go (Error, ErrorFor), server.go (the
-// framing server), client.go (Dial, Client), and one file per message:
+// framing server), limits.go (connection, queued-bytes and idle bounds),
+// tls.go (TLS state and peer identity in ConnInfo, PeerAPIsOnly, DialFunc),
+// client.go (Dial, Client), and one file per message:
 //
 //	add_sidecar.go
 //	api_versions.go

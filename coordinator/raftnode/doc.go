@@ -20,6 +20,8 @@
 //	ready.go       WaitCaughtUp: the state holds everything committed before the call
 //	membership.go  Members, AddMember, RemoveMember: the join rules
 //	peers.go       Forwarder, Peers (the client of the other sidecars' internal APIs)
+//	peerguard.go   PeerGuard: an authenticated peer registers only itself
+//	transport.go   the plaintext raft stream layer with its bounds; the check that a new member answers
 //	fsm.go         the raft.FSM adapter of coordinator/fsm, with its logs
 //	hclog.go       the zap adapter raft logs through
 //	errors.go      sentinel errors, NotLeaderError
