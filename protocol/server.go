@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -402,19 +401,25 @@ func (s *Server) readFrame(c net.Conn, log *zap.Logger) ([]byte, bool) {
 	if !s.queued.acquire(s.ctx, int64(size)) {
 		return nil, false
 	}
-	var buf bytes.Buffer
-	buf.Grow(int(min(size, 64<<10)))
-	if n, err := io.CopyN(&buf, c, int64(size)); err != nil {
-		s.queued.release(int64(size))
-		if errors.Is(err, io.EOF) {
-			log.Warn("closing admin connection: truncated frame", zap.Int32("frame-size", size),
-				zap.Int64("bytes-read", n), zap.Error(ErrTruncatedFrame))
-		} else {
-			s.logReadError(log, "reading a request", err)
+	buf := make([]byte, 0, min(int(size), 64<<10))
+	for len(buf) < int(size) {
+		if len(buf) == cap(buf) {
+			buf = append(make([]byte, 0, min(2*cap(buf), int(size))), buf...)
 		}
-		return nil, false
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < int(size) {
+			s.queued.release(int64(size))
+			if errors.Is(err, io.EOF) {
+				log.Warn("closing admin connection: truncated frame", zap.Int32("frame-size", size),
+					zap.Int("bytes-read", len(buf)), zap.Error(ErrTruncatedFrame))
+			} else {
+				s.logReadError(log, "reading a request", err)
+			}
+			return nil, false
+		}
 	}
-	return buf.Bytes(), true
+	return buf, true
 }
 
 // logReadError logs a read error that is not a protocol violation.
