@@ -116,6 +116,9 @@ func init() {
 
 // validatePeer checks peer.* and the bounds.
 func (c Config) validatePeer() error {
+	if _, err := security.ParsePrincipalMappingRules(keyPeerPrincipalMapping, c.Peer.TLS.PrincipalMappingRules); err != nil {
+		return err
+	}
 	switch strings.ToUpper(c.Peer.Protocol) {
 	case peerProtocolPlaintext:
 	case peerProtocolSSL:
