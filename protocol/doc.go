@@ -34,6 +34,12 @@
 // breaks the protocol is logged with one warning and closed; the others keep
 // working. Close stops the listeners and waits for every goroutine.
 //
+// Bounds (limits.go): MaxConnections per listener, MaxQueuedBytes of requests
+// held over all connections, ReadTimeout of idle connections, and
+// MaxRequestElements array elements per decoded request. Security (tls.go):
+// ConnInfo carries the TLS state and, on the sidecars' peer listener, the
+// authenticated peer; PeerAPIsOnly refuses the internal APIs to anyone else.
+//
 // Dial returns a Client whose Do sends one request and returns the decoded
 // response. Kafka error codes stay in the response; ErrorFor turns one into
 // an *Error that unwraps to franz-go's kerr error.
