@@ -157,6 +157,17 @@ func TestPeerSecurity(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		wait.For(t, 30*time.Second, "the refusal in the leader's log", func() bool {
+			b, _ := os.ReadFile(leaderSc.LogPath())
+			return bytes.Contains(b, []byte("too many array elements"))
+		})
+		// One 8 MiB pattern (it took 9.3 s and 944 MiB to compile) is
+		// refused before it is compiled.
+		start := time.Now()
+		r := do(t, leaderSc.AdminAddr, &protocol.StopMirrorTopicsRequest{MirrorName: mirror, Patterns: []string{strings.Repeat("(a|b)", 8<<20/5)}}).(*protocol.StopMirrorTopicsResponse)
+		if r.ErrorCode != kerr.InvalidRequest.Code || !strings.Contains(deref(r.ErrorMessage), "the limit is 1024") || time.Since(start) > 5*time.Second {
+			t.Errorf("an 8 MiB pattern: %d %.200s after %v", r.ErrorCode, deref(r.ErrorMessage), time.Since(start))
+		}
 	})
 
 	t.Run("5000 connections", func(t *testing.T) {
@@ -252,6 +263,13 @@ func TestPeerSecurity(t *testing.T) {
 			t.Errorf("sidecar %d: peak RSS %d MiB, over 200 MiB", sc.BrokerID, rss>>20)
 		}
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func isReset(err error) bool {
