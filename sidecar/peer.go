@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
@@ -19,7 +21,8 @@ import (
 
 // This file holds the keys of peer security (the raft group and the
 // internal APIs between sidecars, DESIGN D15) and of the listeners'
-// bounds, and builds the peer stream layer from them.
+// bounds, builds the peer stream layer from them, and bounds
+// http.listener's connections.
 
 // Keys of peer security and of the listeners' bounds.
 const (
@@ -159,6 +162,48 @@ func (c Config) redactedPeer() []Property {
 		Property{Key: KeyRaftMaxConnections, Value: strconv.Itoa(c.Limits.RaftMaxConnections)},
 		Property{Key: KeyConnectionsMaxIdle, Value: strconv.FormatInt(c.Limits.IdleTimeout.Milliseconds(), 10)},
 	)
+}
+
+// httpMaxConnections bounds http.listener's connections (/metrics and
+// /healthz need few).
+const httpMaxConnections = 64
+
+// limitListener closes connections accepted beyond max open ones.
+func limitListener(ln net.Listener, max int) net.Listener {
+	return &boundedListener{Listener: ln, max: int32(max)}
+}
+
+type boundedListener struct {
+	net.Listener
+	max  int32
+	open atomic.Int32
+}
+
+func (l *boundedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			_ = c.Close()
+			continue
+		}
+		return &countedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+	}
+}
+
+type countedConn struct {
+	net.Conn
+	release func()
+	once    sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // peerLayer is the peer stream layer of peer.security.protocol=SSL and

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -299,4 +300,45 @@ func TestPeerBrokerID(t *testing.T) {
 			t.Errorf("CN=%s: %d, %v; want %d", cn, got, err, want)
 		}
 	}
+}
+
+// TestHTTPListenerBound: http.listener closes connections beyond its bound
+// and serves again once they are gone.
+func TestHTTPListenerBound(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := limitListener(inner, 2)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	testwait.For(t, 5*time.Second, "two connections counted", func() bool { return ln.(*boundedListener).open.Load() == 2 })
+	extra, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the third connection was not closed: %v", err)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	testwait.For(t, 5*time.Second, "the slots to free up", func() bool { return ln.(*boundedListener).open.Load() == 0 })
 }
