@@ -165,8 +165,9 @@ func (c Config) redactedPeer() []Property {
 }
 
 // httpMaxConnections bounds http.listener's connections (/metrics and
-// /healthz need few).
-const httpMaxConnections = 64
+// /healthz need few, but a client that holds slots must not blind the
+// health checks easily: idle ones are closed after 10 s without a request).
+const httpMaxConnections = 1000
 
 // limitListener closes connections accepted beyond max open ones.
 func limitListener(ln net.Listener, max int) net.Listener {
