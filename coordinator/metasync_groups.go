@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -32,7 +31,7 @@ const (
 const stopGroupSyncTimeout = 10 * time.Second
 
 // groupFilter tells which consumer groups a mirror syncs.
-type groupFilter struct{ include, exclude []*regexp.Regexp }
+type groupFilter struct{ include, exclude []*topicPattern }
 
 func newGroupFilter(m *fsm.Mirror) (groupFilter, error) {
 	inc, err := compilePatterns(SplitPatterns(mirrorSetting(m, GroupsIncludeKey)))

@@ -117,22 +117,8 @@ func listedTopicConfigs(ctx context.Context, cl *kgo.Client, topic string) (over
 	return overrides, maxBytes, err
 }
 
-// compilePatterns compiles topic patterns: names or regular expressions,
-// each matched against the whole topic name.
-func compilePatterns(patterns []string) ([]*regexp.Regexp, error) {
-	out := make([]*regexp.Regexp, 0, len(patterns))
-	for _, p := range patterns {
-		re, err := regexp.Compile("^(?:" + p + ")$")
-		if err != nil {
-			return nil, fmt.Errorf("invalid topic pattern %q: %v", p, err)
-		}
-		out = append(out, re)
-	}
-	return out, nil
-}
-
 // matchAny reports whether name matches one of res.
-func matchAny(res []*regexp.Regexp, name string) bool {
+func matchAny(res []*topicPattern, name string) bool {
 	for _, re := range res {
 		if re.MatchString(name) {
 			return true

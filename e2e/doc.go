@@ -7,6 +7,7 @@
 //
 //	e2e            smoke tests of the bed and the fail-on-purpose check of `make e2e-fail-check`
 //	e2e/mirror     the features, on the loopback bed: every broker and sidecar on 127.0.0.1
+//	e2e/peersec    peer security on the loopback bed: peer TLS between the sidecars, a stranger's attacks
 //	e2e/multihost  across hosts, on the multi-host bed: every broker and sidecar in a network
 //	               namespace of its own, the source behind proxies (needs root and iproute2)
 //	e2e/testbed    the bed itself (clusters, sidecars, hosts, faults, proxies) and its leak tests

@@ -68,7 +68,7 @@ func (v *AddSidecarRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *AddSidecarRequest) ReadFrom(src []byte) error {
 	*v = AddSidecarRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.BrokerId = d.int32()
 	v.RaftAddress = d.string()
 	v.AdminAddress = d.string()

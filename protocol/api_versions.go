@@ -86,7 +86,7 @@ func (v *ApiVersionsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *ApiVersionsRequest) ReadFrom(src []byte) error {
 	*v = ApiVersionsRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	if v.version >= 3 {
 		v.ClientSoftwareName = d.string()
 		v.ClientSoftwareVersion = d.string()

@@ -57,7 +57,7 @@ func (v *ApplyCommandRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body. Command is a copy, not a view of src.
 func (v *ApplyCommandRequest) ReadFrom(src []byte) error {
 	*v = ApplyCommandRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.Command = d.bytes()
 	d.tags(nil)
 	return d.finish()

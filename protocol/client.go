@@ -24,6 +24,7 @@ type clientConfig struct {
 	clientID         string
 	tlsConfig        *tls.Config
 	maxResponseBytes int32
+	dial             func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // ClientOpt configures a Client.
@@ -87,7 +88,11 @@ func Dial(ctx context.Context, addr string, opts ...ClientOpt) (*Client, error) 
 		defer cancel()
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	dial := cfg.dial
+	if dial == nil {
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}

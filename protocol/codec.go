@@ -84,9 +84,39 @@ func appendArray[T any, PT interface {
 type decoder struct {
 	b   kbin.Reader
 	err error
+	// elements counts the array elements decoded so far, shared with the
+	// decoders of tagged fields; maxElements > 0 bounds it.
+	elements    *int
+	maxElements int
 }
 
-func newDecoder(src []byte) *decoder { return &decoder{b: kbin.Reader{Src: src}} }
+// MaxRequestElements bounds the array elements (summed over every array,
+// nested ones included) that one request may hold, so that no request can
+// make the server allocate more than a few MiB for its decoded form: an
+// element on the wire can be a single byte, in memory it is at least a
+// string or slice header. Responses, decoded by clients from sidecars they
+// chose to ask, are bounded by MaxResponseBytes only.
+const MaxRequestElements = 100_000
+
+func newDecoder(src []byte) *decoder { return &decoder{b: kbin.Reader{Src: src}, elements: new(int)} }
+
+// newRequestDecoder is newDecoder for requests, bounded by
+// MaxRequestElements.
+func newRequestDecoder(src []byte) *decoder {
+	d := newDecoder(src)
+	d.maxElements = MaxRequestElements
+	return d
+}
+
+// count adds n decoded elements and fails once the bound is passed.
+func (d *decoder) count(n int64) bool {
+	*d.elements += int(n)
+	if d.maxElements > 0 && *d.elements > d.maxElements {
+		d.fail(fmt.Errorf("%w: %d array elements or more in one request, the limit is %d", ErrTooManyElements, *d.elements, d.maxElements))
+		return false
+	}
+	return true
+}
 
 // fail records err unless an earlier error is already recorded, and stops
 // further reads.
@@ -147,6 +177,9 @@ func (d *decoder) arrayLen() int {
 		d.fail(fmt.Errorf("%w: array of %d elements in %d bytes", ErrMalformed, l, len(d.b.Src)))
 		return 0
 	}
+	if !d.count(l) {
+		return 0
+	}
 	return int(l)
 }
 
@@ -158,6 +191,9 @@ func (d *decoder) legacyArrayLen() int {
 	}
 	if l > int64(len(d.b.Src)) {
 		d.fail(fmt.Errorf("%w: array of %d elements in %d bytes", ErrMalformed, l, len(d.b.Src)))
+		return 0
+	}
+	if !d.count(l) {
 		return 0
 	}
 	return int(l)
@@ -233,6 +269,7 @@ func (d *decoder) tags(known func(tag uint32, f *decoder) bool) {
 			continue
 		}
 		f := newDecoder(data)
+		f.elements, f.maxElements = d.elements, d.maxElements
 		if !known(tag, f) {
 			continue
 		}

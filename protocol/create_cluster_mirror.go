@@ -84,7 +84,7 @@ func (v *CreateClusterMirrorRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *CreateClusterMirrorRequest) ReadFrom(src []byte) error {
 	*v = CreateClusterMirrorRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	v.Config = readArray[ClusterMirrorConfig](d)
 	d.tags(nil)

@@ -54,7 +54,7 @@ func (v *DeleteClusterMirrorRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *DeleteClusterMirrorRequest) ReadFrom(src []byte) error {
 	*v = DeleteClusterMirrorRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	d.tags(nil)
 	return d.finish()

@@ -126,7 +126,7 @@ func (v *DescribeClusterMirrorsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *DescribeClusterMirrorsRequest) ReadFrom(src []byte) error {
 	*v = DescribeClusterMirrorsRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorNames = d.nullableStrings()
 	v.IncludeAuthorizedOperations = d.bool()
 	d.tags(nil)

@@ -158,7 +158,7 @@ func (v *DescribeConfigsRequest) AppendTo(dst []byte) []byte {
 func (v *DescribeConfigsRequest) ReadFrom(src []byte) error {
 	*v = DescribeConfigsRequest{versioned: v.versioned}
 	flex := v.flexible()
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	n := d.arrayLenV(flex)
 	for i := 0; i < n && d.ok(); i++ {
 		var r DescribeConfigsResource

@@ -57,7 +57,7 @@ func (v *DescribeLocalPartitionsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *DescribeLocalPartitionsRequest) ReadFrom(src []byte) error {
 	*v = DescribeLocalPartitionsRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorNames = d.nullableStrings()
 	d.tags(nil)
 	return d.finish()

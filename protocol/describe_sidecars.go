@@ -60,7 +60,7 @@ func (v *DescribeSidecarsRequest) AppendTo(dst []byte) []byte { return appendNoT
 
 // ReadFrom decodes a request body.
 func (v *DescribeSidecarsRequest) ReadFrom(src []byte) error {
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	d.tags(nil)
 	return d.finish()
 }

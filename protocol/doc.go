@@ -34,6 +34,12 @@
 // breaks the protocol is logged with one warning and closed; the others keep
 // working. Close stops the listeners and waits for every goroutine.
 //
+// Bounds (limits.go): MaxConnections per listener, MaxQueuedBytes of requests
+// held over all connections, ReadTimeout of idle connections, and
+// MaxRequestElements array elements per decoded request. Security (tls.go):
+// ConnInfo carries the TLS state and, on the sidecars' peer listener, the
+// authenticated peer; PeerAPIsOnly refuses the internal APIs to anyone else.
+//
 // Dial returns a Client whose Do sends one request and returns the decoded
 // response. Kafka error codes stay in the response; ErrorFor turns one into
 // an *Error that unwraps to franz-go's kerr error.
@@ -41,7 +47,9 @@
 // Files: doc.go (this overview), apis.go (keys, registry, interfaces),
 // header.go (request and response headers), codec.go and codec_versions.go
 // (shared encoding helpers), errors.go (Error, ErrorFor), server.go (the
-// framing server), client.go (Dial, Client), and one file per message:
+// framing server), limits.go (connection, queued-bytes and idle bounds),
+// tls.go (TLS state and peer identity in ConnInfo, PeerAPIsOnly, DialFunc),
+// client.go (Dial, Client), and one file per message:
 //
 //	add_sidecar.go
 //	api_versions.go

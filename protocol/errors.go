@@ -38,6 +38,10 @@ var (
 	// has a length that does not fit, or has bytes left over.
 	ErrMalformed = errors.New("protocol: malformed message")
 
+	// ErrTooManyElements means a request holds more array elements than
+	// MaxRequestElements.
+	ErrTooManyElements = errors.New("protocol: too many array elements")
+
 	// ErrCorrelationMismatch means a response carries another correlation
 	// ID than the request it answers.
 	ErrCorrelationMismatch = errors.New("protocol: correlation id mismatch")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,7 +132,7 @@ func FuzzServeConn(f *testing.F) {
 		core, logs := observer.New(zapcore.DebugLevel)
 		s := NewServer(echoHandler{}, Logger(zap.New(core)), MaxFrameBytes(1<<16))
 		client, server := net.Pipe()
-		if !s.startConn(server) {
+		if !s.startConn(server, new(atomic.Int32)) {
 			t.Fatal("server refused the connection")
 		}
 		done := make(chan struct{})

@@ -127,7 +127,7 @@ func (v *IncrementalAlterConfigsRequest) AppendTo(dst []byte) []byte {
 func (v *IncrementalAlterConfigsRequest) ReadFrom(src []byte) error {
 	*v = IncrementalAlterConfigsRequest{versioned: v.versioned}
 	flex := v.flexible()
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	n := d.arrayLenV(flex)
 	for i := 0; i < n && d.ok(); i++ {
 		var r AlterConfigsResource

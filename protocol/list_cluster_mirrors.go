@@ -57,7 +57,7 @@ func (v *ListClusterMirrorsRequest) AppendTo(dst []byte) []byte { return appendN
 
 // ReadFrom decodes a request body.
 func (v *ListClusterMirrorsRequest) ReadFrom(src []byte) error {
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	d.tags(nil)
 	return d.finish()
 }

@@ -70,7 +70,7 @@ func (v *PauseMirrorTopicsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *PauseMirrorTopicsRequest) ReadFrom(src []byte) error {
 	*v = PauseMirrorTopicsRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	v.Topics = readArray[MirrorTopicData](d)
 	v.TopicPatterns = d.topicPatternsTag()

@@ -125,7 +125,7 @@ func (v *ReadMirrorStatesRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *ReadMirrorStatesRequest) ReadFrom(src []byte) error {
 	*v = ReadMirrorStatesRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	v.Topics = readArray[ReadMirrorStatesRequestTopic](d)
 	d.tags(nil)

@@ -54,7 +54,7 @@ func (v *RemoveSidecarRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *RemoveSidecarRequest) ReadFrom(src []byte) error {
 	*v = RemoveSidecarRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.BrokerId = d.int32()
 	d.tags(nil)
 	return d.finish()

@@ -69,7 +69,7 @@ func (v *ResumeMirrorTopicsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *ResumeMirrorTopicsRequest) ReadFrom(src []byte) error {
 	*v = ResumeMirrorTopicsRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	v.Topics = readArray[MirrorTopicData](d)
 	v.TopicPatterns = d.topicPatternsTag()

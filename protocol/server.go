@@ -1,13 +1,14 @@
 package protocol
 
 import (
-	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +38,13 @@ type ConnInfo struct {
 	LocalAddr     net.Addr
 	ClientID      string // the request header's client ID; empty when null
 	CorrelationID int32
+	// TLS is the connection's TLS state, nil on a plaintext connection;
+	// TLS.PeerCertificates[0] is the verified client certificate, if any.
+	TLS *tls.ConnectionState
+	// Peer is the sidecar of the raft group the connection was
+	// authenticated as by its listener (the peer listener with
+	// peer.security.protocol=SSL), nil for every other client.
+	Peer *PeerIdentity
 }
 
 // Server defaults.
@@ -47,10 +55,13 @@ const (
 )
 
 type serverConfig struct {
-	maxFrameBytes int32
-	logger        *zap.Logger
-	readTimeout   time.Duration
-	writeTimeout  time.Duration
+	maxFrameBytes  int32
+	logger         *zap.Logger
+	readTimeout    time.Duration
+	writeTimeout   time.Duration
+	maxConnections int
+	maxQueuedBytes int64
+	peerAPIsOnly   bool
 }
 
 // ServerOpt configures a Server.
@@ -113,19 +124,26 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup // Serve loops and connection goroutines
+
+	queued   *byteBudget // request bytes read and not yet answered
+	overflow rateLimit   // connections refused by MaxConnections
+	refusals rateLimit   // internal API requests refused by PeerAPIsOnly
 }
 
 // NewServer returns a server that passes requests to handler.
 func NewServer(handler Handler, opts ...ServerOpt) *Server {
 	cfg := serverConfig{
-		maxFrameBytes: DefaultMaxFrameBytes,
-		logger:        zap.NewNop(),
-		readTimeout:   DefaultReadTimeout,
-		writeTimeout:  DefaultWriteTimeout,
+		maxFrameBytes:  DefaultMaxFrameBytes,
+		logger:         zap.NewNop(),
+		readTimeout:    DefaultReadTimeout,
+		writeTimeout:   DefaultWriteTimeout,
+		maxConnections: DefaultMaxConnections,
+		maxQueuedBytes: DefaultMaxQueuedBytes,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.maxQueuedBytes = max(cfg.maxQueuedBytes, int64(cfg.maxFrameBytes))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		handler:   handler,
@@ -135,6 +153,7 @@ func NewServer(handler Handler, opts ...ServerOpt) *Server {
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
+		queued:    newByteBudget(cfg.maxQueuedBytes),
 	}
 }
 
@@ -161,6 +180,7 @@ func (s *Server) Serve(l net.Listener) error {
 
 	s.log.Info("serving admin endpoint", zap.String("addr", l.Addr().String()))
 	var backoff time.Duration
+	var open atomic.Int32 // this listener's connections: MaxConnections is per listener
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -182,7 +202,7 @@ func (s *Server) Serve(l net.Listener) error {
 			continue
 		}
 		backoff = 0
-		if !s.startConn(c) {
+		if !s.startConn(c, &open) {
 			_ = c.Close()
 			return ErrServerClosed
 		}
@@ -222,21 +242,34 @@ func (s *Server) isClosed() bool {
 }
 
 // startConn tracks c and starts its goroutine, unless the server is closed.
-func (s *Server) startConn(c net.Conn) bool {
+// A connection beyond MaxConnections of its listener (open counts them) is
+// closed at once.
+func (s *Server) startConn(c net.Conn, open *atomic.Int32) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
+	if int(open.Load()) >= s.cfg.maxConnections {
+		_ = c.Close()
+		if s.overflow.allow() {
+			s.log.Warn("refused admin connections: the limit of open connections is reached (admin.max.connections; logged at most every 10 s)",
+				zap.Int("max-connections", s.cfg.maxConnections), zap.Int("refused", s.overflow.take()),
+				zap.String("remote-addr", c.RemoteAddr().String()))
+		}
+		return true
+	}
 	s.conns[c] = struct{}{}
+	open.Add(1)
 	s.wg.Add(1)
-	go s.serveConn(c)
+	go s.serveConn(c, open)
 	return true
 }
 
 // serveConn serves one connection until it closes or violates the protocol.
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(c net.Conn, open *atomic.Int32) {
 	defer s.wg.Done()
+	defer open.Add(-1)
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -251,17 +284,25 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 	}()
 	log.Debug("admin connection opened")
-	for s.serveOne(c, log) {
+	state, peer, ok := s.connSecurity(c, log)
+	if !ok {
+		return
+	}
+	if peer != nil {
+		log = log.With(zap.Int32("peer-broker-id", peer.BrokerID))
+	}
+	for s.serveOne(c, state, peer, log) {
 	}
 }
 
 // serveOne reads, handles and answers one request. It returns false when the
 // connection must close, after logging why.
-func (s *Server) serveOne(c net.Conn, log *zap.Logger) bool {
+func (s *Server) serveOne(c net.Conn, state *tls.ConnectionState, peer *PeerIdentity, log *zap.Logger) bool {
 	frame, ok := s.readFrame(c, log)
 	if !ok {
 		return false
 	}
+	defer s.queued.release(int64(len(frame)))
 	hdr, body, err := ReadRequestHeader(frame)
 	if err != nil {
 		log.Warn("closing admin connection: request header does not decode",
@@ -303,11 +344,18 @@ func (s *Server) serveOne(c net.Conn, log *zap.Logger) bool {
 	if key == KeyApiVersions {
 		resp = s.apiVersions()
 	} else {
-		info := &ConnInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr(), CorrelationID: hdr.CorrelationId}
+		info := &ConnInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr(), CorrelationID: hdr.CorrelationId, TLS: state, Peer: peer}
 		if hdr.ClientId != nil {
 			info.ClientID = *hdr.ClientId
 		}
-		resp = s.handler.Handle(s.ctx, info, req)
+		if refusal, refused := s.refuseInternal(api, info, req, log); refused {
+			if refusal == nil {
+				return false
+			}
+			resp = refusal
+		} else {
+			resp = s.handler.Handle(s.ctx, info, req)
+		}
 	}
 	if resp == nil || resp.Key() != key {
 		log.Error("closing admin connection: handler returned a bad response",
@@ -347,20 +395,31 @@ func (s *Server) readFrame(c net.Conn, log *zap.Logger) ([]byte, bool) {
 			zap.Int32("max-frame-bytes", s.cfg.maxFrameBytes), zap.Error(ErrFrameTooLarge))
 		return nil, false
 	}
-	// Grow the buffer as bytes arrive, so a size prefix alone does not
-	// allocate a large buffer.
-	var buf bytes.Buffer
-	buf.Grow(int(min(size, 64<<10)))
-	if n, err := io.CopyN(&buf, c, int64(size)); err != nil {
-		if errors.Is(err, io.EOF) {
-			log.Warn("closing admin connection: truncated frame", zap.Int32("frame-size", size),
-				zap.Int64("bytes-read", n), zap.Error(ErrTruncatedFrame))
-		} else {
-			s.logReadError(log, "reading a request", err)
-		}
+	// Wait until the request fits MaxQueuedBytes (released by serveOne
+	// once answered), then grow the buffer as bytes arrive, so a size
+	// prefix alone does not allocate a large buffer.
+	if !s.queued.acquire(s.ctx, int64(size)) {
 		return nil, false
 	}
-	return buf.Bytes(), true
+	buf := make([]byte, 0, min(int(size), 64<<10))
+	for len(buf) < int(size) {
+		if len(buf) == cap(buf) {
+			buf = append(make([]byte, 0, min(2*cap(buf), int(size))), buf...)
+		}
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < int(size) {
+			s.queued.release(int64(size))
+			if errors.Is(err, io.EOF) {
+				log.Warn("closing admin connection: truncated frame", zap.Int32("frame-size", size),
+					zap.Int("bytes-read", len(buf)), zap.Error(ErrTruncatedFrame))
+			} else {
+				s.logReadError(log, "reading a request", err)
+			}
+			return nil, false
+		}
+	}
+	return buf, true
 }
 
 // logReadError logs a read error that is not a protocol violation.

@@ -151,7 +151,7 @@ func (v *StartMirrorTopicsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *StartMirrorTopicsRequest) ReadFrom(src []byte) error {
 	*v = StartMirrorTopicsRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	v.Topics = readArray[StartMirrorTopicData](d)
 	v.IncludePatterns = d.strings()

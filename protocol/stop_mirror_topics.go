@@ -93,7 +93,7 @@ func (v *StopMirrorTopicsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *StopMirrorTopicsRequest) ReadFrom(src []byte) error {
 	*v = StopMirrorTopicsRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	v.Topics = readArray[MirrorTopicData](d)
 	v.Patterns = d.strings()

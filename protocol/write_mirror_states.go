@@ -224,7 +224,7 @@ func (v *WriteMirrorStatesRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes a request body.
 func (v *WriteMirrorStatesRequest) ReadFrom(src []byte) error {
 	*v = WriteMirrorStatesRequest{versioned: v.versioned}
-	d := newDecoder(src)
+	d := newRequestDecoder(src)
 	v.MirrorName = d.string()
 	v.Topics = readArray[WriteMirrorStatesRequestTopic](d)
 	v.StoppedTopics = d.strings()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,17 +27,18 @@ import (
 // the destination client, the raft node, the data plane, the controller
 // service and the admin endpoint.
 type components struct {
-	log      *zap.Logger
-	dest     *kgo.Client
-	peers    *raftnode.Peers
-	node     *raftnode.Node
-	fetcher  *fetcher.Manager
-	states   *statestore.Store
-	service  *coordinator.Service
-	admin    *protocol.Server
-	adminLn  net.Listener
-	stopLoop context.CancelFunc
-	loopDone chan struct{}
+	log       *zap.Logger
+	dest      *kgo.Client
+	peers     *raftnode.Peers
+	peerLayer *peerLayer // peer.security.protocol=SSL only
+	node      *raftnode.Node
+	fetcher   *fetcher.Manager
+	states    *statestore.Store
+	service   *coordinator.Service
+	admin     *protocol.Server
+	adminLn   net.Listener
+	stopLoop  context.CancelFunc
+	loopDone  chan struct{}
 }
 
 // startComponents builds and starts everything in dependency order. A
@@ -68,26 +70,45 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	adminAddr := s.cfg.AdminAdvertisedAddr(c.adminLn.Addr().String())
 	s.log.Info("advertised addresses",
 		zap.String(KeyAdminAdvertised, adminAddr), zap.String(KeyRaftAdvertised, s.cfg.RaftAdvertisedAddr()))
-	c.peers = raftnode.NewPeers()
 	var peers []raftnode.Peer
 	for _, p := range s.cfg.RaftMembers() {
 		peers = append(peers, raftnode.Peer{ID: p.ID, Address: p.Address})
 	}
-	c.node, err = raftnode.OpenNode(raftnode.NodeConfig{
-		ID:            s.cfg.LocalBrokerID,
-		BindAddr:      s.cfg.RaftListener,
-		AdvertiseAddr: s.cfg.RaftAdvertisedAddr(),
-		DataDir:       s.cfg.DataDir,
-		Peers:         peers,
-		AdminAddr:     adminAddr,
-		Version:       Version,
-		Logger:        s.log,
-		Registerer:    s.reg,
-		Forwarder:     c.peers,
-	})
+	nodeCfg := raftnode.NodeConfig{
+		ID:             s.cfg.LocalBrokerID,
+		BindAddr:       s.cfg.RaftListener,
+		AdvertiseAddr:  s.cfg.RaftAdvertisedAddr(),
+		DataDir:        s.cfg.DataDir,
+		Peers:          peers,
+		AdminAddr:      adminAddr,
+		Version:        Version,
+		Logger:         s.log,
+		Registerer:     s.reg,
+		MaxConnections: s.cfg.Limits.RaftMaxConnections,
+		IdleTimeout:    s.cfg.Limits.IdleTimeout,
+	}
+	// With peer.security.protocol=SSL, raft.listener speaks mutual TLS and
+	// carries the internal APIs too (peer.go, DESIGN D15).
+	var node atomic.Pointer[raftnode.Node]
+	if s.cfg.Peer.SSL() {
+		if c.peerLayer, err = s.newPeerLayer(node.Load); err != nil {
+			return nil, err
+		}
+		nodeCfg.StreamLayer = c.peerLayer.stream
+		nodeCfg.Probe = c.peerLayer.stream.Probe
+		c.peers = raftnode.NewPeers(protocol.DialFunc(c.peerLayer.dialPeerAPI))
+	} else {
+		c.peers = raftnode.NewPeers()
+	}
+	nodeCfg.Forwarder = c.peers
+	c.node, err = raftnode.OpenNode(nodeCfg)
 	if err != nil {
+		if c.peerLayer != nil {
+			_ = c.peerLayer.stream.Close()
+		}
 		return nil, err
 	}
+	node.Store(c.node)
 	if c.states, err = statestore.New(c.dest, statestore.NumPartitions(s.cfg.StatePartitions), statestore.Logger(s.log)); err != nil {
 		return nil, err
 	}
@@ -134,13 +155,29 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		defer close(c.loopDone)
 		svc.Run(loopCtx)
 	})
-	c.admin = protocol.NewServer(svc, protocol.Logger(s.log.Named("admin")))
+	var handler protocol.Handler = svc
+	if c.peerLayer != nil {
+		handler = raftnode.PeerGuard(svc, s.log.Named("admin"))
+	}
+	c.admin = protocol.NewServer(handler, protocol.Logger(s.log.Named("admin")),
+		protocol.MaxConnections(s.cfg.Limits.AdminMaxConnections),
+		protocol.MaxQueuedBytes(s.cfg.Limits.AdminQueuedBytes),
+		protocol.ReadTimeout(s.cfg.Limits.IdleTimeout),
+		protocol.PeerAPIsOnly(c.peerLayer != nil))
 	ln := c.adminLn
 	s.routines.Go("admin-server", func() {
 		if err := c.admin.Serve(ln); err != nil && !errors.Is(err, protocol.ErrServerClosed) {
 			failed <- fmt.Errorf("sidecar: %s %s: %w", KeyAdminListener, ln.Addr(), err)
 		}
 	})
+	if c.peerLayer != nil {
+		peerLn := c.peerLayer.stream.PeerAPI()
+		s.routines.Go("peer-api-server", func() {
+			if err := c.admin.Serve(peerLn); err != nil && !errors.Is(err, protocol.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				failed <- fmt.Errorf("sidecar: %s %s (internal APIs): %w", KeyRaftListener, peerLn.Addr(), err)
+			}
+		})
+	}
 	return c, nil
 }
 

@@ -92,6 +92,11 @@ type Config struct {
 	// (mirror.state.topic.num.partitions), used when the sidecars create
 	// it. It must be the same on every sidecar and never change.
 	StatePartitions int32
+
+	// Peer is how the sidecars authenticate each other (peer.*, peer.go).
+	Peer PeerSecurity
+	// Limits bounds the listeners (admin.max.connections, ...; peer.go).
+	Limits Limits
 }
 
 // RaftPeer is one member of the raft group: a sidecar, identified by the ID
@@ -126,6 +131,8 @@ func DefaultConfig() Config {
 
 		FailoverTimeout: 15 * time.Second,
 		StatePartitions: 16,
+		Peer:            defaultPeerSecurity(),
+		Limits:          defaultLimits(),
 	}
 }
 
@@ -237,7 +244,7 @@ func (c Config) Validate() error {
 	if c.StatePartitions < 1 || c.StatePartitions > 1000 {
 		return configErr(KeyStatePartitions, "%d is out of range (expected 1 to 1000)", c.StatePartitions)
 	}
-	return nil
+	return c.validatePeer()
 }
 
 func (c Config) validateRaftPeers() error {
@@ -432,7 +439,7 @@ func (c Config) Redacted() []Property {
 		{Key: KeyLocalBootstrapServers, Value: strings.Join(c.LocalBootstrapServers, ",")},
 	}
 	props = append(props, c.Destination.Redacted()...)
-	return append(props,
+	props = append(props,
 		Property{Key: KeyAdminListener, Value: c.AdminListener},
 		Property{Key: KeyAdminAdvertised, Value: c.AdminAdvertised},
 		Property{Key: KeyRaftListener, Value: c.RaftListener},
@@ -446,6 +453,7 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyFailoverTimeout, Value: strconv.FormatInt(c.FailoverTimeout.Milliseconds(), 10)},
 		Property{Key: KeyStatePartitions, Value: strconv.Itoa(int(c.StatePartitions))},
 	)
+	return append(props, c.redactedPeer()...)
 }
 
 // String prints the effective configuration as properties, one key per

@@ -87,9 +87,12 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	ln = limitListener(ln, httpMaxConnections)
 	srv := &http.Server{
 		Handler:           s.httpHandler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       s.cfg.Limits.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
 	failed := make(chan error, 1) // the first runtime failure of a server

@@ -3,12 +3,22 @@ package fsm
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"unicode/utf8"
 )
 
 // MaxNameLength is the longest legal topic or mirror name, as in Kafka.
 const MaxNameLength = 249
+
+// MaxPatternLength bounds a topic or group pattern (a name or a regular
+// expression), in bytes.
+const MaxPatternLength = 1024
+
+// MaxPatternCost bounds the compiled size of a pattern's regular
+// expression (PatternCost): a short pattern with large repeat counts,
+// ([a-z]{1000}){90}, compiles to megabytes.
+const MaxPatternCost = 10_000
 
 // Suffixes of the mirror.name topic config for paused and stopped topics
 // (KIP-1279 §1.2); a mirror name must not end with them.
@@ -84,13 +94,54 @@ func legalNameByte(c byte) bool {
 // itself only checks that patterns are non-empty, because Apply must give
 // the same answer on every sidecar, and which expressions compile may
 // change between Go releases.
+//
+// The pattern is compiled on its own, before anyone wraps it in
+// ^(?:pattern)$ to match whole names, so that a pattern that is not a
+// regular expression by itself (orders)|(.*) cannot turn into one that
+// matches every name once wrapped; and it is bounded by MaxPatternLength,
+// checked before compiling, so that no pattern costs more than a moment to
+// compile.
 func ValidatePattern(p string) error {
 	if strings.TrimSpace(p) == "" {
 		return fmt.Errorf("%w: the topic pattern is empty; give a topic name or a regular expression", ErrInvalidPattern)
 	}
-	if _, err := regexp.Compile(p); err != nil {
+	if len(p) > MaxPatternLength {
+		return fmt.Errorf("%w: topic pattern %q... is %d bytes long; the limit is %d", ErrInvalidPattern, p[:32], len(p), MaxPatternLength)
+	}
+	parsed, err := syntax.Parse(p, syntax.Perl)
+	if err == nil {
+		if cost := PatternCost(parsed); cost > MaxPatternCost {
+			return fmt.Errorf("%w: topic pattern %q is too large a regular expression once its repetitions are expanded (cost %d, the limit is %d); use smaller repeat counts",
+				ErrInvalidPattern, p, cost, MaxPatternCost)
+		}
+		_, err = regexp.Compile(p)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: topic pattern %q is not a valid regular expression (%v); note that lookarounds and backreferences are not supported",
 			ErrInvalidPattern, p, err)
 	}
 	return nil
+}
+
+// PatternCost estimates the size of a parsed regular expression once
+// compiled, in program instructions: repetitions count as many times as
+// they repeat.
+func PatternCost(re *syntax.Regexp) int {
+	sum := func() int {
+		n := 1
+		for _, sub := range re.Sub {
+			n += PatternCost(sub)
+		}
+		return n
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune)
+	case syntax.OpCharClass:
+		return 1 + len(re.Rune)/2
+	case syntax.OpRepeat:
+		times := max(re.Min, re.Max, 1)
+		return min(times*sum(), MaxPatternCost*1000)
+	}
+	return min(sum(), MaxPatternCost*1000)
 }

@@ -7,11 +7,13 @@
 // commands whose leader lost leadership while committing (resolveLost).
 // It runs coordinator/fsm as raft's state machine.
 //
-// Where later security plugs in: NodeConfig.StreamLayer carries the raft
-// transport's connections (mutual TLS with peer identities), NewPeers'
-// options the internal API client's (protocol.DialTLSConfig), and the
-// server side of the internal APIs is the coordinator's handler that calls
-// ApplyLocal.
+// Peer security (DESIGN D15, coordinator/DESIGN.md): NodeConfig.StreamLayer
+// carries the raft transport's connections (internal/peertls's mutual TLS,
+// each peer tied to its broker ID), NodeConfig.Probe checks a new member
+// before AddMember adds it, NewPeers' options dial the internal APIs
+// through the peer listener (protocol.DialFunc), and PeerGuard lets an
+// authenticated peer register only itself. Without a StreamLayer the node
+// listens with a bounded TCP stream layer of its own.
 //
 // Files:
 //
@@ -20,6 +22,8 @@
 //	ready.go       WaitCaughtUp: the state holds everything committed before the call
 //	membership.go  Members, AddMember, RemoveMember: the join rules
 //	peers.go       Forwarder, Peers (the client of the other sidecars' internal APIs)
+//	peerguard.go   PeerGuard: an authenticated peer registers only itself
+//	transport.go   the plaintext raft stream layer with its bounds; the check that a new member answers
 //	fsm.go         the raft.FSM adapter of coordinator/fsm, with its logs
 //	hclog.go       the zap adapter raft logs through
 //	transport.go   the plain TCP transport, advertising the raft address unresolved

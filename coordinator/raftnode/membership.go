@@ -108,6 +108,9 @@ func (n *Node) AddMember(ctx context.Context, id int32, addr string) (added bool
 				"a sidecar's own address changes when it restarts with the new raft.listener", id, addr, n.cfg.ID, s.Address)
 		}
 	}
+	if err := n.probeMember(ctx, id, addr); err != nil {
+		return false, err
+	}
 	for _, s := range stale {
 		n.log.Info("removing a stale raft member before adding its replacement",
 			zap.String("stale-id", string(s.ID)), zap.String("stale-address", string(s.Address)),

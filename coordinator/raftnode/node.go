@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,16 @@ type NodeConfig struct {
 	// Transport is the raft transport (tests: raft's in-memory one); nil
 	// builds a network transport over StreamLayer. The node owns it.
 	Transport raft.Transport
+	// MaxConnections and IdleTimeout bound the plaintext raft listener
+	// (used when neither StreamLayer nor Transport is set); zero values take
+	// DefaultMaxConnections and DefaultIdleTimeout.
+	MaxConnections int
+	IdleTimeout    time.Duration
+	// Probe checks that broker id answers at raft address addr before
+	// AddMember adds it (with peer TLS: peertls.StreamLayer.Probe, which
+	// also checks its certificate); nil connects with TCP, or checks
+	// nothing when Transport is set.
+	Probe func(ctx context.Context, id int32, addr string) error
 	// Raft timing; zero values take the Default* constants.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
 }
@@ -247,13 +258,17 @@ func OpenNode(cfg NodeConfig) (_ *Node, err error) {
 		trans = nt
 	}
 	if trans == nil {
-		nt, err := newTCPTransport(cfg.BindAddr, cfg.AdvertiseAddr, hlog.Named("transport"))
+		stream, err := listenTCP(cfg.BindAddr, cfg.AdvertiseAddr, cmp.Or(cfg.MaxConnections, DefaultMaxConnections),
+			cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout), log)
 		if errors.Is(err, ErrInvalidNodeConfig) {
 			return nil, err
 		}
 		if err != nil {
 			return nil, fmt.Errorf("coordinator: opening the raft transport on %s (advertised %s): %w", cfg.BindAddr, cfg.AdvertiseAddr, err)
 		}
+		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: stream, MaxPool: tcpMaxPool, Timeout: tcpTimeout, Logger: hlog.Named("transport"),
+		})
 		cleanup = append(cleanup, func() { _ = nt.Close() })
 		trans = nt
 	}

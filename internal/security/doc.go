@@ -18,6 +18,7 @@
 //
 // Files: client.go (ClientConfig), stores.go (key and trust stores),
 // pkcs8.go (encrypted PKCS#8 keys), jaas.go (sasl.jaas.config), oauth.go
-// (token retrieval for OAUTHBEARER), listener.go (ListenerTLS, ServerTLS),
+// (token retrieval for OAUTHBEARER), listener.go (ListenerTLS, ServerTLS), peer.go
+// (ServerTLS.DialConfig, for peers that share a listener's settings),
 // principal.go (distinguished names, mapping rules), errors.go.
 package security
