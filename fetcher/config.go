@@ -49,6 +49,8 @@ type cfg struct {
 	onState      func(PartitionStatus)
 	onNotLeader  func(Partition)
 	offsetMaps   OffsetMaps
+	throttleRate int64 // bytes/s appended, 0: unlimited (throttle.go)
+	clock        clock
 }
 
 func defaultCfg() cfg {
@@ -62,6 +64,7 @@ func defaultCfg() cfg {
 		produceTO:    defaultProduceTimeout,
 		backoffMin:   defaultBackoffMin,
 		backoffMax:   defaultBackoffMax,
+		clock:        realClock{},
 	}
 }
 
@@ -172,6 +175,9 @@ func (c *cfg) validate() error {
 	}
 	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
 		bad = append(bad, fmt.Sprintf("Backoff(%s, %s) needs 0 < min <= max", c.backoffMin, c.backoffMax))
+	}
+	if c.throttleRate < 0 {
+		bad = append(bad, fmt.Sprintf("ReplicationThrottledRate %d is negative (0 is no limit)", c.throttleRate))
 	}
 	if len(bad) == 0 {
 		return nil

@@ -24,6 +24,8 @@ type Manager struct {
 	cfg cfg
 	log *zap.Logger
 	met *metrics
+	thm *throttleMetrics
+	thr *throttle     // nil: no mirror.replication.throttled.rate
 	zst *zstd.Encoder // filler batches
 
 	// ctx lives until Close has stopped every partition; the appender, the
@@ -63,6 +65,10 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
 	}
+	thm, err := newThrottleMetrics(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
+	}
 	zst, err := newFillerEncoder()
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: zstd encoder: %w", err)
@@ -76,9 +82,14 @@ func NewManager(opts ...Opt) (*Manager, error) {
 		cfg:     c,
 		log:     c.logger.Named("fetcher"),
 		met:     met,
+		thm:     thm,
 		zst:     zst,
 		mirrors: make(map[string]*mirror),
 		parts:   make(map[Partition]*partition),
+	}
+	thm.rate.Set(float64(c.throttleRate))
+	if c.throttleRate > 0 {
+		m.thr = newThrottle(c.throttleRate, c.clock, thm.appendWait)
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.app = newAppender(m)

@@ -70,6 +70,9 @@ func (s *session) run() {
 		s.mir.m.met.fetchLatency.WithLabelValues(s.mir.name).Observe(time.Since(start).Seconds())
 		if err == nil {
 			fr := resp.(*kmsg.FetchResponse)
+			if fr.ThrottleMillis > 0 {
+				s.mir.m.thm.source.WithLabelValues(s.mir.name).Add(float64(fr.ThrottleMillis) / 1000)
+			}
 			if err = kerr.ErrorForCode(fr.ErrorCode); err == nil {
 				s.deliver(fr, want)
 				continue

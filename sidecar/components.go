@@ -94,6 +94,7 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 			fetcher.OnNotLeader(events.NotLeader),
 			fetcher.OnStateChange(events.StateChanged),
 			fetcher.OffsetMapStore(offsetMaps),
+			fetcher.ReplicationThrottledRate(s.cfg.ThrottledRate),
 		)
 		if err != nil {
 			return nil, err

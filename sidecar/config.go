@@ -31,6 +31,7 @@ const (
 	KeyAllowEveryone         = "readonly.allow.everyone.if.no.acl.found"
 	KeyFailoverTimeout       = "sidecar.failover.timeout.ms"
 	KeyStatePartitions       = "mirror.state.topic.num.partitions"
+	KeyThrottledRate         = "mirror.replication.throttled.rate"
 
 	// DestinationPrefix prefixes the Kafka client properties that the
 	// sidecar uses towards its own (destination) cluster.
@@ -79,6 +80,12 @@ type Config struct {
 	// (mirror.state.topic.num.partitions), used when the sidecars create
 	// it. It must be the same on every sidecar and never change.
 	StatePartitions int32
+
+	// ThrottledRate caps the bytes per second this sidecar appends to its
+	// broker for all mirrors and partitions together
+	// (mirror.replication.throttled.rate, KIP-1279's destination-side
+	// throttle); 0 is no limit.
+	ThrottledRate int64
 }
 
 // RaftPeer is one member of the raft group: a sidecar, identified by the ID
@@ -175,6 +182,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatePartitions < 1 || c.StatePartitions > 1000 {
 		return configErr(KeyStatePartitions, "%d is out of range (expected 1 to 1000)", c.StatePartitions)
+	}
+	if c.ThrottledRate < 0 {
+		return configErr(KeyThrottledRate, "%d is negative (expected bytes per second, or 0 for no limit)", c.ThrottledRate)
 	}
 	return nil
 }
@@ -278,6 +288,14 @@ var fields = []field{
 		c.StatePartitions = int32(n)
 		return nil
 	}},
+	{KeyThrottledRate, "", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return configErr(KeyThrottledRate, "%q is not an integer (expected bytes per second, or 0 for no limit)", v)
+		}
+		c.ThrottledRate = n
+		return nil
+	}},
 }
 
 // ParseConfig builds a Config from properties (as read by properties.Parse):
@@ -376,6 +394,7 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyAllowEveryone, Value: c.AllowEveryone},
 		Property{Key: KeyFailoverTimeout, Value: strconv.FormatInt(c.FailoverTimeout.Milliseconds(), 10)},
 		Property{Key: KeyStatePartitions, Value: strconv.Itoa(int(c.StatePartitions))},
+		Property{Key: KeyThrottledRate, Value: strconv.FormatInt(c.ThrottledRate, 10)},
 	)
 }
 
