@@ -172,6 +172,8 @@ func (m *Manager) SetMirrorSettings(name string, settings MirrorSettings) error 
 // SetMirror creates the source client of a mirror, or replaces it: the old
 // client's fetch sessions end, its partitions move to the new client (with
 // the usual resume from the destination LEO) and the old client is closed.
+// The client's ID is FetcherClientID unless source sets one (kgo.ClientID,
+// e.g. from the mirror's client.id).
 func (m *Manager) SetMirror(name string, source []kgo.Opt, settings MirrorSettings) error {
 	if name == "" {
 		return fmt.Errorf("%w: mirror name is empty", ErrInvalidOption)
@@ -179,7 +181,7 @@ func (m *Manager) SetMirror(name string, source []kgo.Opt, settings MirrorSettin
 	if err := settings.check(name); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(source...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.ClientID(FetcherClientID(m.cfg.localID, name))}, source...)...)
 	if err != nil {
 		return fmt.Errorf("fetcher: mirror %q: source client: %w", name, err)
 	}
