@@ -50,6 +50,7 @@ type cfg struct {
 	onNotLeader  func(Partition)
 	offsetMaps   OffsetMaps
 	throttleRate int64 // bytes/s appended, 0: unlimited (throttle.go)
+	bufferMemory int64 // fetched bytes held at once (budget.go)
 	clock        clock
 }
 
@@ -65,6 +66,7 @@ func defaultCfg() cfg {
 		backoffMin:   defaultBackoffMin,
 		backoffMax:   defaultBackoffMax,
 		clock:        realClock{},
+		bufferMemory: DefaultBufferMemory,
 	}
 }
 
@@ -175,6 +177,9 @@ func (c *cfg) validate() error {
 	}
 	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
 		bad = append(bad, fmt.Sprintf("Backoff(%s, %s) needs 0 < min <= max", c.backoffMin, c.backoffMax))
+	}
+	if c.bufferMemory <= 0 {
+		bad = append(bad, fmt.Sprintf("BufferMemory %d must be positive", c.bufferMemory))
 	}
 	if c.throttleRate < 0 {
 		bad = append(bad, fmt.Sprintf("ReplicationThrottledRate %d is negative (0 is no limit)", c.throttleRate))

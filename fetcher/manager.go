@@ -21,12 +21,13 @@ import (
 // appender to the local broker and the sidecar's idempotent producer ID. See
 // DESIGN.md in this directory for goroutines and lock order.
 type Manager struct {
-	cfg cfg
-	log *zap.Logger
-	met *metrics
-	thm *throttleMetrics
-	thr *throttle     // nil: no mirror.replication.throttled.rate
-	zst *zstd.Encoder // filler batches
+	cfg    cfg
+	log    *zap.Logger
+	met    *metrics
+	thm    *throttleMetrics
+	thr    *throttle     // nil: no mirror.replication.throttled.rate
+	budget *budget       // fetched bytes held (mirror.buffer.memory.bytes)
+	zst    *zstd.Encoder // filler batches
 
 	// ctx lives until Close has stopped every partition; the appender, the
 	// notifier's producers and the source sessions run under it.
@@ -69,6 +70,10 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
 	}
+	bm, err := newBudgetMetrics(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
+	}
 	zst, err := newFillerEncoder()
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: zstd encoder: %w", err)
@@ -83,6 +88,7 @@ func NewManager(opts ...Opt) (*Manager, error) {
 		log:     c.logger.Named("fetcher"),
 		met:     met,
 		thm:     thm,
+		budget:  newBudget(c.bufferMemory, bm),
 		zst:     zst,
 		mirrors: make(map[string]*mirror),
 		parts:   make(map[Partition]*partition),

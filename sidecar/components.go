@@ -95,6 +95,7 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 			fetcher.OnStateChange(events.StateChanged),
 			fetcher.OffsetMapStore(offsetMaps),
 			fetcher.ReplicationThrottledRate(s.cfg.ThrottledRate),
+			fetcher.BufferMemory(s.cfg.BufferMemory),
 		)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/internal/security"
 )
@@ -32,6 +33,7 @@ const (
 	KeyFailoverTimeout       = "sidecar.failover.timeout.ms"
 	KeyStatePartitions       = "mirror.state.topic.num.partitions"
 	KeyThrottledRate         = "mirror.replication.throttled.rate"
+	KeyBufferMemory          = "mirror.buffer.memory.bytes"
 
 	// DestinationPrefix prefixes the Kafka client properties that the
 	// sidecar uses towards its own (destination) cluster.
@@ -86,6 +88,10 @@ type Config struct {
 	// (mirror.replication.throttled.rate, KIP-1279's destination-side
 	// throttle); 0 is no limit.
 	ThrottledRate int64
+
+	// BufferMemory bounds the fetched record bytes this sidecar holds at
+	// once, for all mirrors and partitions (mirror.buffer.memory.bytes).
+	BufferMemory int64
 }
 
 // RaftPeer is one member of the raft group: a sidecar, identified by the ID
@@ -120,6 +126,7 @@ func DefaultConfig() Config {
 
 		FailoverTimeout: 15 * time.Second,
 		StatePartitions: 16,
+		BufferMemory:    fetcher.DefaultBufferMemory,
 	}
 }
 
@@ -182,6 +189,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatePartitions < 1 || c.StatePartitions > 1000 {
 		return configErr(KeyStatePartitions, "%d is out of range (expected 1 to 1000)", c.StatePartitions)
+	}
+	if c.BufferMemory < minBufferMemory {
+		return configErr(KeyBufferMemory, "%d is too small (expected bytes, at least %d)", c.BufferMemory, minBufferMemory)
 	}
 	if c.ThrottledRate < 0 {
 		return configErr(KeyThrottledRate, "%d is negative (expected bytes per second, or 0 for no limit)", c.ThrottledRate)
@@ -296,7 +306,19 @@ var fields = []field{
 		c.ThrottledRate = n
 		return nil
 	}},
+	{KeyBufferMemory, "", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return configErr(KeyBufferMemory, "%q is not an integer (expected bytes, at least %d)", v, minBufferMemory)
+		}
+		c.BufferMemory = n
+		return nil
+	}},
 }
+
+// minBufferMemory is the least mirror.buffer.memory.bytes: 1 MiB, one
+// partition's fetch at the default size.
+const minBufferMemory = 1 << 20
 
 // ParseConfig builds a Config from properties (as read by properties.Parse):
 // unknown keys are refused, ${env:NAME} and ${file:path:key} references are
@@ -395,6 +417,7 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyFailoverTimeout, Value: strconv.FormatInt(c.FailoverTimeout.Milliseconds(), 10)},
 		Property{Key: KeyStatePartitions, Value: strconv.Itoa(int(c.StatePartitions))},
 		Property{Key: KeyThrottledRate, Value: strconv.FormatInt(c.ThrottledRate, 10)},
+		Property{Key: KeyBufferMemory, Value: strconv.FormatInt(c.BufferMemory, 10)},
 	)
 }
 

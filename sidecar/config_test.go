@@ -108,6 +108,12 @@ func TestParseConfigErrors(t *testing.T) {
 			wantValue: `"10MB"`, wantAlso: []string{"is not an integer"},
 		},
 		{
+			name:      "buffer memory too small",
+			edits:     map[string]string{"mirror.buffer.memory.bytes": "65536"},
+			wantKey:   "mirror.buffer.memory.bytes",
+			wantValue: "65536", wantAlso: []string{"at least 1048576"},
+		},
+		{
 			name:      "negative broker id",
 			edits:     map[string]string{"local.broker.id": "-3"},
 			wantKey:   "local.broker.id",
