@@ -10,8 +10,8 @@ import (
 )
 
 // DefaultBufferMemory is the default of BufferMemory: 128 MiB of fetched
-// bytes for the whole Manager, sized so that a sidecar driving 10,000
-// partitions stays within 512 MiB of memory.
+// bytes for the whole Manager, sized for a sidecar driving 10,000
+// partitions within 512 MiB of memory.
 const DefaultBufferMemory = 128 << 20
 
 // BufferMemory bounds the fetched record bytes the Manager holds at once,
