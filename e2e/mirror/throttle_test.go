@@ -59,46 +59,61 @@ func restartWith(t *testing.T, key, value, defaultValue string) {
 	}
 }
 
-// mirroredBytesBySidecar returns sidemirror_mirrored_bytes_total of mirror on each
-// sidecar, by broker ID.
-func mirroredBytesBySidecar(t *testing.T, mirror string) map[int32]float64 {
+// sidecarSample is a sidecar's sidemirror_mirrored_bytes_total of a mirror
+// and when it was read.
+type sidecarSample struct {
+	bytes float64
+	at    time.Time
+}
+
+// mirroredBytesBySidecar reads sidemirror_mirrored_bytes_total of mirror on
+// each sidecar, by broker ID, each with the time of its own scrape.
+func mirroredBytesBySidecar(t *testing.T, mirror string) map[int32]sidecarSample {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out := map[int32]float64{}
+	out := map[int32]sidecarSample{}
 	for _, s := range env.Sidecars.Sidecars() {
 		page, err := s.Metrics(ctx)
+		at := time.Now()
 		if err != nil {
 			t.Fatalf("metrics of sidecar %d: %v", s.BrokerID, err)
 		}
+		var total float64
 		for line := range strings.Lines(page) {
 			if strings.HasPrefix(line, "sidemirror_mirrored_bytes_total{") && strings.Contains(line, `mirror="`+mirror+`"`) {
 				f := strings.Fields(line)
 				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-				out[s.BrokerID] += v
+				total += v
 			}
 		}
+		out[s.BrokerID] = sidecarSample{total, at}
 	}
 	return out
 }
 
 // TestThrottledRate mirrors a backlog with
 // mirror.replication.throttled.rate=1000000 on every sidecar and measures
-// each sidecar's appended bytes per second over three seconds of the drain:
+// each sidecar's appended bytes per second over four seconds of the drain:
 // 1 MB/s +-10% (the rate is per sidecar, as KIP-1279's is per broker).
 func TestThrottledRate(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, rate = "throttled", "throttled", 1_000_000
 	restartWith(t, "mirror.replication.throttled.rate", strconv.Itoa(rate), "0")
 	createSourceTopic(t, topic, 3, nil)
-	// 3 x 5,000 records of 1,000 B, uncompressed: about 5 MB per partition,
-	// about 5 s per sidecar at the rate (one partition each, mostly).
+	// 3 x 7,000 records of 1,000 B, uncompressed: about 7 MB per partition,
+	// about 7 s per sidecar at the rate (one partition each, mostly), in
+	// batches of about 32 KB. Bytes count when the broker answers an
+	// append, and up to 5 appends are in flight per partition: small
+	// batches keep what is in flight at either end of the window (at most
+	// 160 KB) small against the 4 MB it measures.
 	cl := newClient(t, env.Source, testbed.Admin, kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(32<<10))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	value := bytes.Repeat([]byte("0123456789"), 100)
-	for i := 0; i < 5000; i += 500 {
+	const perPartition = 7000
+	for i := 0; i < perPartition; i += 500 {
 		var rs []*kgo.Record
 		for p := range int32(3) {
 			for j := i; j < i+500; j++ {
@@ -112,28 +127,28 @@ func TestThrottledRate(t *testing.T) {
 	createMirror(t, mirror)
 	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 
-	// Measure from one second after the first bytes, over three seconds,
-	// on every sidecar whose bytes moved throughout.
+	// Measure from 1.5 s after the first bytes, over four seconds, on
+	// every sidecar whose bytes moved.
 	testwait.Every(50*time.Millisecond).For(t, time.Minute, "the first mirrored bytes", func() bool {
 		for _, b := range mirroredBytesBySidecar(t, mirror) {
-			if b > 0 {
+			if b.bytes > 0 {
 				return true
 			}
 		}
 		return false
 	})
-	time.Sleep(time.Second) // the measurement window starts here; it is no check
-	b0, t0 := mirroredBytesBySidecar(t, mirror), time.Now()
-	time.Sleep(3 * time.Second) // the measurement window
-	b1, t1 := mirroredBytesBySidecar(t, mirror), time.Now()
+	time.Sleep(1500 * time.Millisecond) // the measurement window starts here; it is no check
+	s0 := mirroredBytesBySidecar(t, mirror)
+	time.Sleep(4 * time.Second) // the measurement window
+	s1 := mirroredBytesBySidecar(t, mirror)
 	measured := 0
-	for id, end := range b1 {
-		moved := end - b0[id]
+	for id, end := range s1 {
+		moved, d := end.bytes-s0[id].bytes, end.at.Sub(s0[id].at)
 		if moved == 0 {
 			continue // this sidecar drives none of the partitions
 		}
-		got := moved / t1.Sub(t0).Seconds()
-		t.Logf("sidecar %d: %.0f bytes in %s: %.0f bytes/s", id, moved, t1.Sub(t0).Round(time.Millisecond), got)
+		got := moved / d.Seconds()
+		t.Logf("sidecar %d: %.0f bytes in %s: %.0f bytes/s", id, moved, d.Round(time.Millisecond), got)
 		if got < 0.9*rate || got > 1.1*rate {
 			t.Errorf("sidecar %d appended %.0f bytes/s, want %d +-10%%", id, got, rate)
 		}
@@ -143,8 +158,8 @@ func TestThrottledRate(t *testing.T) {
 		t.Fatal("no sidecar mirrored during the window")
 	}
 	waitCaughtUp(t, mirror, topic, 2*time.Minute)
-	if n := compareAll(t, topic, 3); n != 15000 {
-		t.Fatalf("compared %d records, want 15000", n)
+	if n := compareAll(t, topic, 3); n != 3*perPartition {
+		t.Fatalf("compared %d records, want %d", n, 3*perPartition)
 	}
 }
 
