@@ -28,6 +28,11 @@ const (
 	// (default 900000, Kafka's default transaction.max.timeout.ms). The
 	// destination brokers' transaction.max.timeout.ms must allow it.
 	TransactionTimeoutKey = "mirror.transaction.timeout.ms"
+	// CoalesceBatchesKey is mirror.coalesce.batches: true (the default)
+	// appends runs of small source batches as one destination batch (same
+	// records and offsets, other batch boundaries); false keeps the source's
+	// batches byte for byte (fetcher.MirrorSettings.KeepBatchBoundaries).
+	CoalesceBatchesKey = "mirror.coalesce.batches"
 )
 
 // mirrorKeys describes the mirror.* keys: default and a check of the value.
@@ -65,6 +70,12 @@ var mirrorKeys = map[string]struct {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1000 {
 			return fmt.Errorf("%q is not a timeout in milliseconds from 1000 to 2147483647", v)
+		}
+		return nil
+	}},
+	CoalesceBatchesKey: {"true", func(v string) error {
+		if v != "true" && v != "false" {
+			return fmt.Errorf("%q is not supported (expected true or false)", v)
 		}
 		return nil
 	}},
@@ -117,7 +128,8 @@ func SplitPatterns(v string) []string {
 func dataPlaneSettings(st *fsm.State, m *fsm.Mirror) fetcher.MirrorSettings {
 	ms, _ := strconv.ParseInt(mirrorSetting(m, TransactionTimeoutKey), 10, 64)
 	out := fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID,
-		TranslateOffsets: mirrorSetting(m, fsm.OffsetsKey) == "translate"}
+		TranslateOffsets:    mirrorSetting(m, fsm.OffsetsKey) == "translate",
+		KeepBatchBoundaries: mirrorSetting(m, CoalesceBatchesKey) == "false"}
 	for _, t := range st.TopicsOf(m.Name) {
 		if t.SourceTopicID != ([16]byte{}) && t.Status != fsm.TopicStopped {
 			if out.TopicIDs == nil {

@@ -302,6 +302,7 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 		{GroupsIncludeKey, ".*", def, false},
 		{GroupsExcludeKey, "", def, false},
 		{TransactionTimeoutKey, "900000", def, false},
+		{CoalesceBatchesKey, "true", def, false},
 		{fsm.OffsetsKey, "exact", def, false},
 		{"sasl.jaas.config", "<null>", dyn, true},
 	}

@@ -86,9 +86,21 @@ func (a *appender) run() {
 			return
 		}
 		for a.m.ctx.Err() == nil {
-			req, items := a.next()
+			limit := maxProduceRequestBytes
+			if t := a.m.thr; t != nil {
+				// Wait before taking batches off the queues, so a
+				// partition that stops meanwhile can withdraw them.
+				if !t.wait(a.m.ctx) {
+					return
+				}
+				limit = t.requestLimit()
+			}
+			req, items, size := a.next(limit)
 			if len(items) == 0 {
 				break
+			}
+			if t := a.m.thr; t != nil {
+				t.take(size)
 			}
 			a.send(req, items)
 		}
@@ -110,8 +122,9 @@ func (a *appender) shutdown() {
 }
 
 // next takes the head batch of each ready partition, round robin, into one
-// request.
-func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
+// request of at most limit bytes of batches (or one larger batch); it
+// returns the request, its items and their bytes.
+func (a *appender) next(limit int) (*kmsg.ProduceRequest, []*appendItem, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var (
@@ -135,7 +148,7 @@ func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
 			skipped = append(skipped, p)
 			continue
 		}
-		if len(items) > 0 && size+len(q[0].raw) > maxProduceRequestBytes {
+		if len(items) > 0 && size+len(q[0].raw) > limit {
 			break
 		}
 		items = append(items, q[0])
@@ -156,7 +169,7 @@ func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
 	rest := a.ready[min(i, len(a.ready)):]
 	a.ready = append(append(append(make([]*partition, 0, len(skipped)+len(rest)+len(keep)), skipped...), rest...), keep...)
 	if len(items) == 0 {
-		return nil, nil
+		return nil, nil, 0
 	}
 
 	req := kmsg.NewPtrProduceRequest()
@@ -180,7 +193,7 @@ func (a *appender) next() (*kmsg.ProduceRequest, []*appendItem) {
 		rp.Records = it.raw
 		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
 	}
-	return req, items
+	return req, items, size
 }
 
 // send issues req and returns once kgo has serialized it (or it failed).

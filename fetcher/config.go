@@ -51,6 +51,9 @@ type cfg struct {
 	onNotLeader  func(Partition)
 	offsetMaps   OffsetMaps
 	unreachable  time.Duration
+	throttleRate int64 // bytes/s appended, 0: unlimited (throttle.go)
+	bufferMemory int64 // fetched bytes held at once (budget.go)
+	clock        clock
 }
 
 func defaultCfg() cfg {
@@ -65,6 +68,8 @@ func defaultCfg() cfg {
 		backoffMin:   defaultBackoffMin,
 		backoffMax:   defaultBackoffMax,
 		unreachable:  defaultUnreachableAfter,
+		clock:        realClock{},
+		bufferMemory: DefaultBufferMemory,
 	}
 }
 
@@ -186,6 +191,12 @@ func (c *cfg) validate() error {
 	}
 	if c.unreachable <= 0 {
 		bad = append(bad, fmt.Sprintf("SourceUnreachableAfter %s must be positive", c.unreachable))
+	}
+	if c.bufferMemory <= 0 {
+		bad = append(bad, fmt.Sprintf("BufferMemory %d must be positive", c.bufferMemory))
+	}
+	if c.throttleRate < 0 {
+		bad = append(bad, fmt.Sprintf("ReplicationThrottledRate %d is negative (0 is no limit)", c.throttleRate))
 	}
 	if len(bad) == 0 {
 		return nil

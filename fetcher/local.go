@@ -81,22 +81,34 @@ func (m *Manager) deleteRecords(ctx context.Context, p Partition, offset int64) 
 	return fmt.Errorf("destination DeleteRecords(%d) for %s: %w", offset, p, errMissingAnswer)
 }
 
-// initProducerID asks the local broker for an idempotent producer ID.
+// initProducerID asks the local broker for an idempotent producer ID. A
+// broker that has just started answers COORDINATOR_LOAD_IN_PROGRESS until it
+// holds a block of producer IDs (and NOT_COORDINATOR or
+// COORDINATOR_NOT_AVAILABLE while it gets one): those are retried at once
+// with a short backoff (txnRetry: 5 ms doubling to 200 ms, for up to 30 s)
+// rather than failing the partition's round and waiting out its backoff.
 func (m *Manager) initProducerID(ctx context.Context) (int64, int16, error) {
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionalID = nil
-	req.TransactionTimeoutMillis = -1
-	req.ProducerID = -1
-	req.ProducerEpoch = -1
-	resp, err := req.RequestWith(ctx, m.localBroker())
-	if err != nil {
-		return 0, 0, fmt.Errorf("destination InitProducerID: %w", err)
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		if err == kerr.ClusterAuthorizationFailed || err == kerr.TopicAuthorizationFailed {
-			return 0, 0, fmt.Errorf("%w (InitProducerID: %v)", ErrNotSuperUser, err)
+	var resp *kmsg.InitProducerIDResponse
+	err := txnRetry(ctx, "destination InitProducerID", func() error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = nil
+		req.TransactionTimeoutMillis = -1
+		req.ProducerID = -1
+		req.ProducerEpoch = -1
+		var err error
+		if resp, err = req.RequestWith(ctx, m.localBroker()); err != nil {
+			return err
 		}
-		return 0, 0, fmt.Errorf("destination InitProducerID: %w", err)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			if err == kerr.ClusterAuthorizationFailed || err == kerr.TopicAuthorizationFailed {
+				return fmt.Errorf("%w (InitProducerID: %v)", ErrNotSuperUser, err)
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	m.log.Info("idempotent producer ID assigned", zap.Int64("producer-id", resp.ProducerID), zap.Int16("producer-epoch", resp.ProducerEpoch))
 	return resp.ProducerID, resp.ProducerEpoch, nil

@@ -21,10 +21,13 @@ import (
 // appender to the local broker and the sidecar's idempotent producer ID. See
 // DESIGN.md in this directory for goroutines and lock order.
 type Manager struct {
-	cfg cfg
-	log *zap.Logger
-	met *metrics
-	zst *zstd.Encoder // filler batches
+	cfg    cfg
+	log    *zap.Logger
+	met    *metrics
+	thm    *throttleMetrics
+	thr    *throttle     // nil: no mirror.replication.throttled.rate
+	budget *budget       // fetched bytes held (mirror.buffer.memory.bytes)
+	zst    *zstd.Encoder // filler batches
 
 	// ctx lives until Close has stopped every partition; the appender, the
 	// notifier's producers and the source sessions run under it.
@@ -63,6 +66,14 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
 	}
+	thm, err := newThrottleMetrics(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
+	}
+	bm, err := newBudgetMetrics(c.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: registering metrics: %w", err)
+	}
 	zst, err := newFillerEncoder()
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: zstd encoder: %w", err)
@@ -76,9 +87,15 @@ func NewManager(opts ...Opt) (*Manager, error) {
 		cfg:     c,
 		log:     c.logger.Named("fetcher"),
 		met:     met,
+		thm:     thm,
+		budget:  newBudget(c.bufferMemory, bm),
 		zst:     zst,
 		mirrors: make(map[string]*mirror),
 		parts:   make(map[Partition]*partition),
+	}
+	thm.rate.Set(float64(c.throttleRate))
+	if c.throttleRate > 0 {
+		m.thr = newThrottle(c.throttleRate, c.clock, thm.appendWait)
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.app = newAppender(m)
@@ -163,6 +180,8 @@ func (m *Manager) SetMirrorSettings(name string, settings MirrorSettings) error 
 // SetMirror creates the source client of a mirror, or replaces it: the old
 // client's fetch sessions end, its partitions move to the new client (with
 // the usual resume from the destination LEO) and the old client is closed.
+// The client's ID is FetcherClientID unless source sets one (kgo.ClientID,
+// e.g. from the mirror's client.id).
 func (m *Manager) SetMirror(name string, source []kgo.Opt, settings MirrorSettings) error {
 	if name == "" {
 		return fmt.Errorf("%w: mirror name is empty", ErrInvalidOption)
@@ -170,7 +189,7 @@ func (m *Manager) SetMirror(name string, source []kgo.Opt, settings MirrorSettin
 	if err := settings.check(name); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(source...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.ClientID(FetcherClientID(m.cfg.localID, name))}, source...)...)
 	if err != nil {
 		return fmt.Errorf("fetcher: mirror %q: source client: %w", name, err)
 	}

@@ -19,6 +19,14 @@ import (
 // broker fail together and need one Metadata request, not one each.
 const metadataMinAge = 250 * time.Millisecond
 
+// FetcherClientID is the source client ID of a mirror's fetcher in the form
+// KIP-1279 gives, broker-<broker ID>-fetcher-<n>-mirror-<mirror>, so that a
+// source consumer_byte_rate quota for that client ID throttles it. The
+// Manager has one fetcher (one source client) per mirror: n is 0.
+func FetcherClientID(brokerID int32, mirror string) string {
+	return fmt.Sprintf("broker-%d-fetcher-0-mirror-%s", brokerID, mirror)
+}
+
 // mirror is one source cluster: its client, the leaders of its partitions
 // and one fetch session per source broker. SetMirror replaces a mirror
 // whole; the old one is closed.

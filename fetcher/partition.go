@@ -118,6 +118,7 @@ type fetched struct {
 	offset  int64 // the fetch offset
 	records []byte
 	err     error
+	held    int64 // bytes of records charged to the memory budget (budget.go)
 }
 
 func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
@@ -361,6 +362,7 @@ func (p *partition) runOnce() error {
 	}
 	p.pauseFetch()
 	pl.drain(ctx.Err() != nil || pl.err != nil)
+	pl.releaseAll()
 	if pl.err != nil && !IsFatal(err) && !errors.Is(err, errNotLeader) {
 		err = pl.err // an append failed: it decides what happens next
 	}
@@ -616,6 +618,11 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 		timer      = time.NewTimer(time.Hour)
 	)
 	defer timer.Stop()
+	defer func() {
+		if cur != nil {
+			pl.hold(cur.held) // released once the drain has the results
+		}
+	}()
 	for {
 		now := time.Now()
 		if needLeader && !now.Before(leaderAt) {
@@ -685,6 +692,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 					continue
 				}
 				p.consumed(cur)
+				pl.hold(cur.held)
 				cur = nil
 				continue
 			}
@@ -881,9 +889,11 @@ func (p *partition) resetFetch(offset int64) {
 	f.gen++
 	f.active, f.inflight = true, false
 	f.offset, f.maxBytes = offset, p.m.cfg.partMax
+	dropped := f.queue
 	f.queue, f.queued = nil, 0
 	s := f.sess
 	p.mu.Unlock()
+	p.m.releaseQueued(dropped)
 	if s != nil {
 		s.wakeup()
 	}
@@ -896,8 +906,10 @@ func (p *partition) pauseFetch() {
 	f := &p.fetch
 	f.gen++
 	f.active, f.inflight = false, false
+	dropped := f.queue
 	f.queue, f.queued = nil, 0
 	p.mu.Unlock()
+	p.m.releaseQueued(dropped)
 }
 
 // popFetched returns the oldest fetched data or error, nil if none.

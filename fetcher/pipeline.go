@@ -56,6 +56,12 @@ type pipeline struct {
 	// established: the broker holds state for our producer ID on this
 	// partition (see room).
 	established bool
+
+	// Items submitted and completed so far, and the fetched bytes given
+	// back to the memory budget once the items submitted before them
+	// completed (budget.go).
+	submitted, completed uint64
+	leases               []heldLease
 }
 
 // producerStateGrace is how long after its last acknowledged batch we trust
@@ -80,6 +86,7 @@ func (pl *pipeline) room() bool {
 // submit hands it to the appender. The caller checked room.
 func (pl *pipeline) submit(it *appendItem) {
 	pl.inflight = append(pl.inflight, it)
+	pl.submitted++
 	pl.next = it.last + 1
 	pl.p.m.app.submit(it)
 }
@@ -113,8 +120,10 @@ func (pl *pipeline) handle(r appendResult) {
 	for len(pl.inflight) > 0 && pl.inflight[0].res != nil {
 		it := pl.inflight[0]
 		pl.inflight = pl.inflight[1:]
+		pl.completed++
 		pl.complete(it)
 	}
+	pl.releaseCompleted()
 }
 
 func (pl *pipeline) complete(it *appendItem) {

@@ -50,6 +50,8 @@ type wanted struct {
 
 func (s *session) run() {
 	defer s.mir.wg.Done()
+	s.mir.m.budget.sessionStarted()
+	defer s.mir.m.budget.sessionEnded()
 	s.log.Debug("fetch session started")
 	defer s.log.Debug("fetch session ended")
 	for {
@@ -65,16 +67,23 @@ func (s *session) run() {
 			}
 			continue
 		}
+		// Room in the memory budget first: the fetch asks for no more.
+		reserved := s.mir.m.budget.reserve(s.mir.ctx, int64(req.MaxBytes))
+		req.MaxBytes = int32(max(reserved, 1))
 		start := time.Now()
 		resp, err := s.mir.cl.Broker(int(s.broker)).Request(s.mir.ctx, &fetchRequest{req})
 		s.mir.m.met.fetchLatency.WithLabelValues(s.mir.name).Observe(time.Since(start).Seconds())
 		if err == nil {
 			fr := resp.(*kmsg.FetchResponse)
+			if fr.ThrottleMillis > 0 {
+				s.mir.m.thm.source.WithLabelValues(s.mir.name).Add(float64(fr.ThrottleMillis) / 1000)
+			}
 			if err = kerr.ErrorForCode(fr.ErrorCode); err == nil {
-				s.deliver(fr, want)
+				s.deliver(fr, want, reserved)
 				continue
 			}
 		}
+		s.mir.m.budget.release(reserved)
 		if s.mir.ctx.Err() != nil {
 			err = errMirrorClosed
 		} else {
@@ -114,11 +123,13 @@ func (s *session) members() []*partition {
 }
 
 // build makes a fetch request for the partitions that want data and have
-// buffer room.
+// buffer room. Its MaxBytes is at most the sum of their partition limits.
 func (s *session) build(parts []*partition) (*kmsg.FetchRequest, []wanted) {
 	m := s.mir.m
 	req := m.newFetchRequest()
 	var want []wanted
+	var sum int64
+	defer func() { req.MaxBytes = int32(min(int64(req.MaxBytes), max(sum, 1))) }()
 	topics := make(map[string]int)
 	for _, p := range parts {
 		off, maxBytes, gen, ok := p.takeFetch(s)
@@ -135,27 +146,37 @@ func (s *session) build(parts []*partition) (*kmsg.FetchRequest, []wanted) {
 		}
 		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, newFetchPartition(p.key.Partition, off, maxBytes))
 		want = append(want, wanted{p: p, gen: gen, off: off})
+		sum += int64(maxBytes)
 	}
 	return req, want
 }
 
-// deliver hands each wanted partition its part of the response.
-func (s *session) deliver(fr *kmsg.FetchResponse, want []wanted) {
+// deliver hands each wanted partition its part of the response. Each
+// partition's records are charged to the memory budget out of the fetch's
+// reservation; what they did not use goes back at once. When several
+// partitions got records, each gets its own copy, so that no partition's
+// slice pins the whole response after the others appended theirs.
+func (s *session) deliver(fr *kmsg.FetchResponse, want []wanted, reserved int64) {
 	type tp struct {
 		t string
 		p int32
 	}
 	answers := make(map[tp]*kmsg.FetchResponseTopicPartition)
+	withData := 0
 	for i := range fr.Topics {
 		t := &fr.Topics[i]
 		for j := range t.Partitions {
 			answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
+			if len(t.Partitions[j].RecordBatches) > 0 {
+				withData++
+			}
 		}
 	}
+	var charged int64
 	for _, w := range want {
 		ans := answers[tp{w.p.key.Topic, w.p.key.Partition}]
 		if ans == nil {
-			w.p.fetchAnswered(w.gen, nil, -1, -1)
+			w.p.fetchAnswered(w.gen, nil, -1, -1, 0)
 			continue
 		}
 		if err := fetchError(w.p.key, w.off, ans.ErrorCode); err != nil {
@@ -163,8 +184,20 @@ func (s *session) deliver(fr *kmsg.FetchResponse, want []wanted) {
 			s.fail(w, err)
 			continue
 		}
-		w.p.fetchAnswered(w.gen, ans.RecordBatches, ans.HighWatermark, ans.LogStartOffset)
+		records := ans.RecordBatches
+		if withData > 1 && len(records) > 0 {
+			records = append(make([]byte, 0, len(records)), records...)
+		}
+		n := int64(len(records))
+		charged += n
+		if charged > reserved {
+			// The broker returns a first batch whole even when it is
+			// larger than MaxBytes.
+			s.mir.m.budget.force(charged - max(reserved, charged-n))
+		}
+		w.p.fetchAnswered(w.gen, records, ans.HighWatermark, ans.LogStartOffset, n)
 	}
+	s.mir.m.budget.release(reserved - charged)
 }
 
 // fail detaches the partition and queues err for its driver, unless the
@@ -233,12 +266,15 @@ func (p *partition) fetchGen() uint64 {
 }
 
 // fetchAnswered takes the data of a fetch for generation gen (nil records:
-// nothing new). The next fetch starts after the last complete batch.
-func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64) {
+// nothing new); held bytes of it are charged to the memory budget, given
+// back if the data is dropped. The next fetch starts after the last
+// complete batch.
+func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64, held int64) {
 	p.mu.Lock()
 	f := &p.fetch
 	if gen != f.gen {
 		p.mu.Unlock()
+		p.m.budget.release(held)
 		return // the driver reset its position meanwhile
 	}
 	f.inflight = false
@@ -262,10 +298,10 @@ func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64) {
 			rest = rest[len(b):]
 		}
 		if complete {
-			f.queue = append(f.queue, fetched{offset: f.offset, records: records})
+			f.queue = append(f.queue, fetched{offset: f.offset, records: records, held: held})
 			f.queued += len(records)
 			f.offset, f.maxBytes = next, p.m.cfg.partMax
-			queued = true
+			queued, held = true, 0
 		} else {
 			// Only a partial batch: the batch is larger than the
 			// partition's fetch size (old brokers do not return an
@@ -274,6 +310,7 @@ func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64) {
 		}
 	}
 	p.mu.Unlock()
+	p.m.budget.release(held) // nothing kept
 	if queued {
 		p.wakeDriver()
 	}

@@ -123,6 +123,8 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 			fetcher.OnNotLeader(events.NotLeader),
 			fetcher.OnStateChange(events.StateChanged),
 			fetcher.OffsetMapStore(offsetMaps),
+			fetcher.ReplicationThrottledRate(s.cfg.ThrottledRate),
+			fetcher.BufferMemory(s.cfg.BufferMemory),
 		)
 		if err != nil {
 			return nil, err

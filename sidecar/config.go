@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/internal/security"
 )
@@ -34,6 +35,8 @@ const (
 	KeyAllowEveryone         = "readonly.allow.everyone.if.no.acl.found"
 	KeyFailoverTimeout       = "sidecar.failover.timeout.ms"
 	KeyStatePartitions       = "mirror.state.topic.num.partitions"
+	KeyThrottledRate         = "mirror.replication.throttled.rate"
+	KeyBufferMemory          = "mirror.buffer.memory.bytes"
 
 	// DestinationPrefix prefixes the Kafka client properties that the
 	// sidecar uses towards its own (destination) cluster.
@@ -97,6 +100,16 @@ type Config struct {
 	Peer PeerSecurity
 	// Limits bounds the listeners (admin.max.connections, ...; peer.go).
 	Limits Limits
+
+	// ThrottledRate caps the bytes per second this sidecar appends to its
+	// broker for all mirrors and partitions together
+	// (mirror.replication.throttled.rate, KIP-1279's destination-side
+	// throttle); 0 is no limit.
+	ThrottledRate int64
+
+	// BufferMemory bounds the fetched record bytes this sidecar holds at
+	// once, for all mirrors and partitions (mirror.buffer.memory.bytes).
+	BufferMemory int64
 }
 
 // RaftPeer is one member of the raft group: a sidecar, identified by the ID
@@ -133,6 +146,7 @@ func DefaultConfig() Config {
 		StatePartitions: 16,
 		Peer:            defaultPeerSecurity(),
 		Limits:          defaultLimits(),
+		BufferMemory:    fetcher.DefaultBufferMemory,
 	}
 }
 
@@ -244,6 +258,12 @@ func (c Config) Validate() error {
 	if c.StatePartitions < 1 || c.StatePartitions > 1000 {
 		return configErr(KeyStatePartitions, "%d is out of range (expected 1 to 1000)", c.StatePartitions)
 	}
+	if c.BufferMemory < minBufferMemory {
+		return configErr(KeyBufferMemory, "%d is too small (expected bytes, at least %d)", c.BufferMemory, minBufferMemory)
+	}
+	if c.ThrottledRate < 0 {
+		return configErr(KeyThrottledRate, "%d is negative (expected bytes per second, or 0 for no limit)", c.ThrottledRate)
+	}
 	return c.validatePeer()
 }
 
@@ -352,7 +372,27 @@ var fields = []field{
 		c.StatePartitions = int32(n)
 		return nil
 	}},
+	{KeyThrottledRate, "", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return configErr(KeyThrottledRate, "%q is not an integer (expected bytes per second, or 0 for no limit)", v)
+		}
+		c.ThrottledRate = n
+		return nil
+	}},
+	{KeyBufferMemory, "", func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return configErr(KeyBufferMemory, "%q is not an integer (expected bytes, at least %d)", v, minBufferMemory)
+		}
+		c.BufferMemory = n
+		return nil
+	}},
 }
+
+// minBufferMemory is the least mirror.buffer.memory.bytes: 1 MiB, one
+// partition's fetch at the default size.
+const minBufferMemory = 1 << 20
 
 // ParseConfig builds a Config from properties (as read by properties.Parse):
 // unknown keys are refused, ${env:NAME} and ${file:path:key} references are
@@ -452,6 +492,8 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyAllowEveryone, Value: c.AllowEveryone},
 		Property{Key: KeyFailoverTimeout, Value: strconv.FormatInt(c.FailoverTimeout.Milliseconds(), 10)},
 		Property{Key: KeyStatePartitions, Value: strconv.Itoa(int(c.StatePartitions))},
+		Property{Key: KeyThrottledRate, Value: strconv.FormatInt(c.ThrottledRate, 10)},
+		Property{Key: KeyBufferMemory, Value: strconv.FormatInt(c.BufferMemory, 10)},
 	)
 	return append(props, c.redactedPeer()...)
 }

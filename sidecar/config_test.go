@@ -96,6 +96,24 @@ func TestParseConfigErrors(t *testing.T) {
 			wantValue: `"abc"`, wantAlso: []string{"is not an integer (expected a broker ID >= 0)"},
 		},
 		{
+			name:      "negative throttled rate",
+			edits:     map[string]string{"mirror.replication.throttled.rate": "-1"},
+			wantKey:   "mirror.replication.throttled.rate",
+			wantValue: "-1", wantAlso: []string{"expected bytes per second, or 0 for no limit"},
+		},
+		{
+			name:      "non-integer throttled rate",
+			edits:     map[string]string{"mirror.replication.throttled.rate": "10MB"},
+			wantKey:   "mirror.replication.throttled.rate",
+			wantValue: `"10MB"`, wantAlso: []string{"is not an integer"},
+		},
+		{
+			name:      "buffer memory too small",
+			edits:     map[string]string{"mirror.buffer.memory.bytes": "65536"},
+			wantKey:   "mirror.buffer.memory.bytes",
+			wantValue: "65536", wantAlso: []string{"at least 1048576"},
+		},
+		{
 			name:      "negative broker id",
 			edits:     map[string]string{"local.broker.id": "-3"},
 			wantKey:   "local.broker.id",
