@@ -3,14 +3,16 @@
 // LoadConfig; the Kafka client properties of a cluster are a
 // security.ClientConfig), builds the logger (NewLogger) and runs one Sidecar
 // next to one broker of the destination cluster: it locks the data
-// directory, serves /metrics and /healthz, wires the components, and shuts
-// them down in a fixed order.
+// directory, serves the status page (/), /metrics and /healthz, wires the
+// components, and shuts them down in a fixed order.
 //
 // Files: config.go (keys, defaults, validation; ${env:...} and ${file:...}
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), components.go (wiring; SourceKgoOpts, which
 // resolves a mirror's source settings on every connect), sidecar.go
-// (lifecycle and shutdown order), routines.go (tracked goroutines), lock.go
-// (the data.dir lock), statedump.go, metrics.go, logging.go, version.go,
-// errors.go.
+// (lifecycle and shutdown order), notify.go (systemd's Type=notify:
+// READY=1 once a raft member that reaches its broker, STOPPING=1),
+// status.go (the status page at "/" and its lag sampler), routines.go
+// (tracked goroutines), lock.go (the data.dir lock),
+// statedump.go, metrics.go, logging.go, version.go, errors.go.
 package sidecar
