@@ -150,6 +150,15 @@ func (m *metrics) setLag(p Partition, lag int64) {
 	m.lag.WithLabelValues(p.Mirror, p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(lag))
 }
 
+// startPartition creates the per-topic counters of p's topic at 0, so
+// that rate() over them returns 0 rather than no data (a dashboard's
+// panels, alert rules) before the first filler, rebuilt batch or marker.
+func (m *metrics) startPartition(p Partition) {
+	for _, c := range []*prometheus.CounterVec{m.records, m.bytes, m.fillers, m.rebuilt, m.coalesced, m.coalescedInto} {
+		c.WithLabelValues(p.Mirror, p.Topic)
+	}
+}
+
 func (m *metrics) deletePartition(p Partition) {
 	m.lag.DeleteLabelValues(p.Mirror, p.Topic, strconv.Itoa(int(p.Partition)))
 }
