@@ -186,11 +186,12 @@ type (
 		RaftAddress, AdminAddress, Version string
 		Voter, Leader, Self                bool
 	}
-	// sparkline is an inline SVG polyline of the lag over statusWindow:
-	// Points holds only numbers, commas and spaces.
+	// sparkline is an inline SVG polyline of the lag samples kept (at
+	// most statusWindow): Points holds only numbers, commas and spaces.
 	sparkline struct {
 		Points string
 		Max    string // the largest lag drawn
+		Since  string // the oldest sample's time
 	}
 )
 
@@ -199,19 +200,28 @@ const (
 	sparkHeight = 24
 )
 
-// spark draws samples over the window ending at now: x by time, y by lag
-// scaled to the largest; unknown lags are left out.
-func spark(samples []lagSample, now time.Time) sparkline {
+// spark draws samples from the oldest (left) to the newest (right), x by
+// time and y by lag scaled to the largest; unknown lags are left out.
+func spark(samples []lagSample) sparkline {
 	var peak int64
 	for _, s := range samples {
 		peak = max(peak, s.lag)
 	}
+	out := sparkline{Max: strconv.FormatInt(peak, 10)}
+	if len(samples) == 0 {
+		return out
+	}
+	first, last := samples[0].at, samples[len(samples)-1].at
+	out.Since = first.UTC().Format("15:04:05 UTC")
 	var b strings.Builder
 	for _, s := range samples {
 		if s.lag < 0 {
 			continue
 		}
-		x := float64(sparkWidth) * (1 - float64(now.Sub(s.at))/float64(statusWindow))
+		x := float64(sparkWidth)
+		if span := last.Sub(first); span > 0 {
+			x = float64(sparkWidth) * float64(s.at.Sub(first)) / float64(span)
+		}
 		y := float64(sparkHeight - 1)
 		if peak > 0 {
 			y = 1 + float64(sparkHeight-2)*(1-float64(s.lag)/float64(peak))
@@ -219,9 +229,10 @@ func spark(samples []lagSample, now time.Time) sparkline {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(&b, "%.1f,%.1f", max(x, 0), y)
+		fmt.Fprintf(&b, "%.1f,%.1f", x, y)
 	}
-	return sparkline{Points: b.String(), Max: strconv.FormatInt(peak, 10)}
+	out.Points = b.String()
+	return out
 }
 
 func offsetText(o int64) string {
@@ -249,7 +260,6 @@ func stateClass(state string) string {
 func (p *statusPage) view() statusView {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.now()
 	v := statusView{BrokerID: p.brokerID, Version: Version, Refresh: statusRefresh, Error: p.err}
 	if p.sampled.IsZero() {
 		return v
@@ -273,7 +283,7 @@ func (p *statusPage) view() statusView {
 	}
 	for _, m := range p.mirrors {
 		mv := mirrorView{Name: m.MirrorName, Source: m.SourceBootstrap, SourceCluster: m.SourceClusterId,
-			Spark: spark(p.lags[mirrorKey(m.MirrorName)], now)}
+			Spark: spark(p.lags[mirrorKey(m.MirrorName)])}
 		if m.ErrorCode != 0 || m.ErrorMessage != nil {
 			mv.Error = errorText(m.ErrorCode, m.ErrorMessage)
 		}
@@ -291,7 +301,7 @@ func (p *statusPage) view() statusView {
 				}
 				r := rowView{Topic: t.TopicName, Partition: d.PartitionIndex, State: d.State, StateClass: stateClass(d.State),
 					SourceOffset: offsetText(d.SourceOffset), DestOffset: offsetText(d.DestinationOffset), Lag: offsetText(d.Lag),
-					Owner: "-", Spark: spark(p.lags[partitionKey(m.MirrorName, t.TopicName, d.PartitionIndex)], now)}
+					Owner: "-", Spark: spark(p.lags[partitionKey(m.MirrorName, t.TopicName, d.PartitionIndex)])}
 				if d.OwnerBrokerId >= 0 {
 					r.Owner = "broker " + strconv.Itoa(int(d.OwnerBrokerId))
 				}
@@ -349,7 +359,7 @@ svg.spark polyline { fill: none; stroke: #0969da; stroke-width: 1.5; }
 <h1>sidemirror <small>sidecar of broker {{.BrokerID}} · {{.Version}}</small></h1>
 <p class="meta">{{if .Sampled}}As of {{.Sampled}} · raft leader: {{.Leader}}{{else}}Starting: no answer from the raft group yet{{end}} · reloads every {{.Refresh}} s · read-only</p>
 {{if .Error}}<p class="err">{{.Error}}</p>{{end}}
-{{define "spark"}}<svg class="spark" width="120" height="24" viewBox="0 0 120 24" role="img"><title>lag over the last 5 minutes, peak {{.Max}}</title>{{if .Points}}<polyline points="{{.Points}}"/>{{end}}</svg>{{end}}
+{{define "spark"}}<svg class="spark" width="120" height="24" viewBox="0 0 120 24" role="img"><title>lag{{if .Since}} since {{.Since}}{{end}}, peak {{.Max}}</title>{{if .Points}}<polyline points="{{.Points}}"/>{{end}}</svg>{{end}}
 <h2>Mirrors</h2>
 {{range .Mirrors}}
 <section class="mirror" id="mirror-{{.Name}}">
@@ -357,7 +367,7 @@ svg.spark polyline { fill: none; stroke: #0969da; stroke-width: 1.5; }
 <p>source {{.Source}}{{if .SourceCluster}} (cluster {{.SourceCluster}}){{end}} · {{.Partitions}} partitions · lag <b class="lag">{{.Lag}}</b> records {{template "spark" .Spark}}</p>
 {{if .Error}}<p class="err">{{.Error}}</p>{{end}}
 <table>
-<tr><th>Topic</th><th>Partition</th><th>State</th><th>Source offset</th><th>Destination offset</th><th>Lag</th><th>Lag, 5 min</th><th>Driven by</th><th>Last error</th></tr>
+<tr><th>Topic</th><th>Partition</th><th>State</th><th>Source offset</th><th>Destination offset</th><th>Lag</th><th>Lag, last 5 min</th><th>Driven by</th><th>Last error</th></tr>
 {{range .Rows}}<tr class="{{.StateClass}}"><td>{{.Topic}}</td><td class="n">{{.Partition}}</td><td class="state">{{.State}}</td><td class="n">{{.SourceOffset}}</td><td class="n">{{.DestOffset}}</td><td class="n">{{.Lag}}</td><td>{{template "spark" .Spark}}</td><td>{{.Owner}}</td><td class="err">{{.LastError}}</td></tr>
 {{end}}</table>
 {{if .Hidden}}<p class="meta">{{.Hidden}} more partitions not shown: kafka-cluster-mirrors --describe lists them all.</p>{{end}}

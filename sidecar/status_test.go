@@ -86,6 +86,7 @@ func TestStatusPage(t *testing.T) {
 	for _, want := range []string{
 		`<meta http-equiv="refresh" content="2">`,
 		"sidecar of broker 1",
+		"<title>lag since 10:00:00 UTC, peak 600</title>",
 		"raft leader: broker 2",
 		"east&lt;b&gt;", "source src:9092 (cluster abc)", "3 partitions",
 		`lag <b class="lag">0</b> records`,
@@ -105,8 +106,8 @@ func TestStatusPage(t *testing.T) {
 	}
 
 	// Sparklines: one of the mirror and one per partition; partition 0's
-	// three samples fall from the top (y 1) to the bottom (y 23), ten
-	// seconds apart at the right end of the 5-minute window.
+	// three samples fall from the top (y 1) to the bottom (y 23), from the
+	// left edge to the right, ten seconds apart.
 	lines := regexp.MustCompile(`<polyline points="([^"]*)"/>`).FindAllStringSubmatch(body, -1)
 	if len(lines) != 3 { // the mirror, partitions 0 and 1; the FAILED one has no known lag
 		t.Fatalf("%d sparklines, want 3:\n%s", len(lines), body)
@@ -126,8 +127,8 @@ func TestStatusPage(t *testing.T) {
 		if ys[0] != 1 || ys[1] != 12 || ys[2] != 23 {
 			t.Errorf("sparkline %q: y %v, want 1, 12, 23 (lag 600, 300, 0 of peak 600)", l[1], ys)
 		}
-		if !(xs[0] < xs[1] && xs[1] < xs[2] && xs[2] <= sparkWidth && xs[0] > sparkWidth*0.8) {
-			t.Errorf("sparkline %q: x %v, want rising at the right end", l[1], xs)
+		if xs[0] != 0 || xs[1] != sparkWidth/2 || xs[2] != sparkWidth {
+			t.Errorf("sparkline %q: x %v, want 0, %d, %d", l[1], xs, sparkWidth/2, sparkWidth)
 		}
 	}
 
