@@ -109,6 +109,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.e2eLatency = register(reg, m.e2eLatency, &err)
 	m.partitions = register(reg, m.partitions, &err)
 	m.errors = register(reg, m.errors, &err)
+	// Every state a driver can be in exists from the start, at 0, so that
+	// sum(sidemirror_partitions{state="FAILED"}) is 0 rather than no data
+	// while nothing failed.
+	for _, st := range []State{StateUnknown, StateLogTruncation, StateMirroring, StateStopping, StateFailed} {
+		m.partitions.WithLabelValues(st.String())
+	}
 	return m, err
 }
 

@@ -43,3 +43,20 @@ func seriesOf(c prometheus.Collector) int {
 	close(ch)
 	return len(ch)
 }
+
+// TestPartitionStatesAtZero checks that the partitions gauge has a series
+// at 0 for FAILED, MIRRORING and the fetcher's other states before any
+// partition started.
+func TestPartitionStatesAtZero(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"quiet": 1})
+	m := e.newManager()
+	// Counted before anything reads a series (reading creates it).
+	if n := seriesOf(m.met.partitions); n != 5 {
+		t.Errorf("sidemirror_partitions has %d series, want 5", n)
+	}
+	for _, st := range []State{StateUnknown, StateLogTruncation, StateMirroring, StateStopping, StateFailed} {
+		if v := metricValue(t, m.met.partitions.WithLabelValues(st.String())); v != 0 {
+			t.Errorf("sidemirror_partitions{state=%q} = %v, want 0", st, v)
+		}
+	}
+}
