@@ -1,6 +1,7 @@
 # sidemirror: offset-exact Kafka cluster mirroring into stock Apache Kafka.
 #
 #   make demo   set up a fresh machine, start source and destination clusters
+#               with sidecars, mirror a topic; prints the status page's URL
 #   make test   set up a fresh machine and run every test (unit, integration, e2e)
 #   make bench  Go benchmarks of the data plane, then the end-to-end mirroring
 #               benchmark on real Kafka (BENCH_ARGS, e.g. -records 2000000 -codec lz4)

@@ -63,7 +63,7 @@ type admin struct {
 // once this sidecar's state caught up with the raft group. c is where the
 // authorization of a request (its principal, DESIGN D15) plugs in.
 func (a *admin) handle(ctx context.Context, _ *protocol.ConnInfo, req protocol.Request) protocol.Response {
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	ctx, cancel := context.WithTimeout(withEndpoint(ctx), a.timeout)
 	defer cancel()
 	if _, internal := req.(*protocol.ApplyCommandRequest); !internal {
 		wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)

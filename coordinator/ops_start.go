@@ -62,9 +62,10 @@ func (a *admin) start(ctx context.Context, req startRequest) startResult {
 	if req.reseed {
 		// Copying the diverged records can take longer than an admin
 		// request; once a copy began, the re-seed must not be cut short
-		// between the deletion and the start.
+		// between the deletion and the start, except by a shutdown
+		// (reseed.go).
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ReseedTimeout)
+		ctx, cancel = reseedContext(ctx)
 		defer cancel()
 	}
 	fail := func(code int16, format string, args ...any) startResult {

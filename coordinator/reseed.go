@@ -50,6 +50,54 @@ const maxTopicNameLength = 249
 // answer.
 const ReseedTimeout = 15 * time.Minute
 
+// reseedStopGrace bounds what a start with --reseed still does once the
+// admin endpoint closed (SIGTERM: the sidecar shuts down): re-creating a
+// topic deleted a moment before and recording the start through raft. The
+// copy itself ends at once, and nothing is deleted after the endpoint
+// closed, so the sidecar stops within seconds instead of waiting for the
+// re-seed (ReseedTimeout) and being killed by systemd's TimeoutStopSec.
+const reseedStopGrace = 3 * time.Second
+
+// endpointKey is the context key of the admin endpoint's context
+// (withEndpoint).
+type endpointKey struct{}
+
+// withEndpoint records in ctx the context of the admin endpoint a request
+// arrived on, which ends when the endpoint closes (protocol.Server.Close),
+// before ctx gets the request's own timeout.
+func withEndpoint(ctx context.Context) context.Context {
+	return context.WithValue(ctx, endpointKey{}, ctx)
+}
+
+// endpointOf returns the admin endpoint's context recorded in ctx by
+// withEndpoint, or one that never ends for operations called without an
+// endpoint.
+func endpointOf(ctx context.Context) context.Context {
+	if e, ok := ctx.Value(endpointKey{}).(context.Context); ok {
+		return e
+	}
+	return context.Background()
+}
+
+// reseedContext returns the context of a start with --reseed: copying the
+// diverged records can take longer than an admin request, so it outlives
+// the request's timeout, up to ReseedTimeout, and a deletion is not cut
+// short before the re-creation. When the admin endpoint closes it ends
+// reseedStopGrace later.
+func reseedContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReseedTimeout)
+	stop := context.AfterFunc(endpointOf(ctx), func() {
+		t := time.NewTimer(reseedStopGrace)
+		defer t.Stop()
+		select {
+		case <-rctx.Done():
+		case <-t.C:
+		}
+		cancel()
+	})
+	return rctx, func() { stop(); cancel() }
+}
+
 // copyTimeout bounds the copy of the divergent records of one topic.
 const copyTimeout = 10 * time.Minute
 
@@ -80,8 +128,22 @@ func (a *admin) reseed(ctx context.Context, src *kgo.Client, t SourceTopic, rf i
 	if err != nil {
 		return nil, fmt.Errorf("re-seeding topic %s: configs of the source topic: %w; nothing was copied or deleted", t.Name, err)
 	}
-	copied, err := a.copyDiverged(ctx, t.Name, copyName, found, dl)
+	// The copy ends at once when the admin endpoint closes: nothing was
+	// deleted yet.
+	endpoint := endpointOf(ctx)
+	cctx, cancelCopy := context.WithCancel(ctx)
+	defer cancelCopy()
+	defer context.AfterFunc(endpoint, cancelCopy)()
+	copied, err := a.copyDiverged(cctx, t.Name, copyName, found, dl)
+	if err == nil && endpoint.Err() != nil {
+		return copied, topicErr(kerr.UnknownServerError, "re-seeding topic %s: the sidecar is shutting down, so topic %s was not deleted "+
+			"(its diverged records were copied to %s): run --start --reseed again", t.Name, t.Name, copyName)
+	}
 	if err != nil {
+		if endpoint.Err() != nil {
+			return nil, topicErr(kerr.UnknownServerError, "re-seeding topic %s: the sidecar is shutting down, so copying the diverged records to %s "+
+				"stopped and topic %s was not deleted: run --start --reseed again", t.Name, copyName, t.Name)
+		}
 		return nil, topicErr(kerr.UnknownServerError, "re-seeding topic %s: copying the diverged records to %s failed, so topic %s was not deleted: %v",
 			t.Name, copyName, t.Name, err)
 	}

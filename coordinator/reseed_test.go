@@ -126,6 +126,8 @@ func TestDivergedTopicName(t *testing.T) {
 type reseedFixture struct {
 	s        *admin
 	src, dst *kgo.Client
+	srcAddr  string
+	dstFake  *kfake.Cluster // the destination cluster, for control functions
 	now      time.Time
 }
 
@@ -133,12 +135,14 @@ func newReseedFixture(t *testing.T) *reseedFixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var fakes []*kfake.Cluster
 	cluster := func() *kgo.Client {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
+		fakes = append(fakes, c)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		if err != nil {
 			t.Fatal(err)
@@ -147,6 +151,7 @@ func newReseedFixture(t *testing.T) *reseedFixture {
 		return cl
 	}
 	f := &reseedFixture{src: cluster(), dst: cluster(), now: time.Date(2026, 3, 14, 10, 15, 0, 0, time.UTC)}
+	f.srcAddr, f.dstFake = strings.Join(fakes[0].ListenAddrs(), ","), fakes[1]
 	write := func(cl *kgo.Client, p int32, prefix string, from, n int) {
 		for i := from; i < from+n; i++ {
 			r := &kgo.Record{Topic: "t", Partition: p, Key: []byte(prefix + "k" + string(rune('a'+i))), Value: []byte(prefix + "v"),

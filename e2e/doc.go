@@ -10,6 +10,8 @@
 //	e2e/peersec    peer security on the loopback bed: peer TLS between the sidecars, a stranger's attacks
 //	e2e/multihost  across hosts, on the multi-host bed: every broker and sidecar in a network
 //	               namespace of its own, the source behind proxies (needs root and iproute2)
+//	e2e/monitoring a real Prometheus scraping the sidecars: the dashboard's queries, the alert rules
+//	e2e/statuspage the status page of the demo's sidecar, rendered in headless Chromium
 //	e2e/testbed    the bed itself (clusters, sidecars, hosts, faults, proxies) and its leak tests
 //	e2e/cmd        the demo, the benchmark and `testbed`, the bed by hand
 package e2e

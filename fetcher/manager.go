@@ -259,6 +259,7 @@ func (m *Manager) Start(p Partition) error {
 			return nil
 		}
 	}
+	m.met.startPartition(p)
 	pt := newPartition(m, p, counters)
 	m.parts[p] = pt
 	if !m.goFunc(pt.run) {

@@ -108,6 +108,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.e2eLatency = register(reg, m.e2eLatency, &err)
 	m.partitions = register(reg, m.partitions, &err)
 	m.errors = register(reg, m.errors, &err)
+	// Every state a driver can be in exists from the start, at 0, so that
+	// sum(sidemirror_partitions{state="FAILED"}) is 0 rather than no data
+	// while nothing failed.
+	for _, st := range []State{StateUnknown, StateLogTruncation, StateMirroring, StateStopping, StateFailed} {
+		m.partitions.WithLabelValues(st.String())
+	}
 	return m, err
 }
 
@@ -235,5 +241,14 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(c.unreachable, unreachable)
 		}
+	}
+}
+
+// startPartition creates the per-topic counters of p's topic at 0, so
+// that rate() over them returns 0 rather than no data (a dashboard's
+// panels, alert rules) before the first filler, rebuilt batch or marker.
+func (m *metrics) startPartition(p Partition) {
+	for _, c := range []*prometheus.CounterVec{m.records, m.bytes, m.fillers, m.rebuilt, m.coalesced, m.coalescedInto} {
+		c.WithLabelValues(p.Mirror, p.Topic)
 	}
 }

@@ -5,8 +5,9 @@
 #     gcc (go test -race needs cgo), procps (ps, to check no JVM is left),
 #     openssl (the tests make certificates and encrypted keys with it),
 #     systemd (systemd-analyze verify of the unit), rpm (checks the .rpm),
-#     prometheus (promtool tests the alert rules) and iproute2 (ip and tc: the
+#     prometheus (promtool tests the alert rules), iproute2 (ip and tc: the
 #     multi-host test bed's network namespaces, links and bandwidth limits)
+#     and chromium (the status page's screenshot test renders it headless)
 #   - Go modules of go.mod and tools/go.mod, and staticcheck for `make lint`
 #   - Apache Kafka's jars, resolved by Maven from Maven Central into
 #     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version)
@@ -25,6 +26,7 @@ command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)
 command -v rpm >/dev/null 2>&1 || packages+=(rpm)
 { command -v ip && command -v tc; } >/dev/null 2>&1 || packages+=(iproute2)
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
 if ((${#packages[@]})); then
 	sudo=""
 	if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi

@@ -3,15 +3,18 @@
 // LoadConfig; the Kafka client properties of a cluster are a
 // security.ClientConfig), builds the logger (NewLogger) and runs one Sidecar
 // next to one broker of the destination cluster: it locks the data
-// directory, serves /metrics, /healthz and /readyz, wires the components, and shuts
-// them down in a fixed order.
+// directory, serves the status page (/), /metrics, /healthz and /readyz,
+// wires the components, and shuts them down in a fixed order.
 //
 // Files: config.go (keys, defaults, validation; ${env:...} and ${file:...}
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), peer.go (peer.* and the listeners' bounds; the
 // peer stream layer of peer.security.protocol=SSL), components.go (wiring; SourceKgoOpts, which
 // resolves a mirror's source settings on every connect), sidecar.go
-// (lifecycle and shutdown order), readyz.go (the /readyz checks), routines.go (tracked goroutines), lock.go
-// (the data.dir lock), statedump.go, metrics.go, logging.go, version.go,
+// (lifecycle and shutdown order), readyz.go (the /readyz checks),
+// notify.go (systemd's Type=notify: READY=1 once a raft member that
+// reaches its broker, STOPPING=1), status.go (the status page at "/" and
+// its lag sampler), routines.go (tracked goroutines), lock.go (the
+// data.dir lock), statedump.go, metrics.go, logging.go, version.go,
 // errors.go.
 package sidecar

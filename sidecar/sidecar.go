@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ type Sidecar struct {
 	stopping atomic.Bool                // set when shutdown begins; /healthz turns 503
 	ready    chan struct{}              // closed once every listener is bound
 	comps    atomic.Pointer[components] // set once started: what /readyz checks
+	status   *statusPage                // the status page at "/"
 	httpAddr string                     // written before ready is closed
 }
 
@@ -48,6 +50,7 @@ func New(cfg Config, log *zap.Logger) (*Sidecar, error) {
 		reg:      newRegistry(),
 		routines: newRoutines(log),
 		ready:    make(chan struct{}),
+		status:   newStatusPage(cfg.LocalBrokerID, log),
 	}, nil
 }
 
@@ -116,6 +119,14 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 		zap.Int32("broker-id", s.cfg.LocalBrokerID),
 		zap.String("data-dir", s.cfg.DataDir),
 		zap.String("http-address", s.httpAddr))
+	// The status page's sampler (status.go) and, under systemd's
+	// Type=notify, READY=1 once a raft member that reaches its broker
+	// (notify.go).
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	s.routines.Go("status-sampler", func() { s.status.run(bgCtx, comps.service) })
+	if os.Getenv(notifySocketEnv) != "" {
+		s.routines.Go("sd-notify", func() { s.notifyWhenReady(bgCtx, comps) })
+	}
 
 	var runErr error
 	select {
@@ -124,13 +135,15 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	case runErr = <-failed:
 		s.log.Error("shutting down after a failure", zap.Error(runErr))
 	}
+	stopBackground()
 	return errors.Join(runErr, s.shutdown(srv, comps))
 }
 
 // shutdown stops the sidecar within shutdownTimeout. The order, which later
 // components slot into, is:
 //
-//  1. stop intake: /healthz reports 503 so that orchestration sees the stop,
+//  1. stop intake: /healthz reports 503 and systemd gets STOPPING=1 so
+//     that orchestration sees the stop,
 //     the admin endpoint stops accepting requests, no goroutine may start;
 //  2. finish in-flight appends to the local broker and stop the fetchers;
 //  3. persist partition state to __mirror_state;
@@ -148,8 +161,9 @@ func (s *Sidecar) shutdown(srv *http.Server, comps *components) error {
 	defer cancel()
 	var errs []error
 
-	// 1. Stop intake.
+	// 1. Stop intake; tell systemd (Type=notify) the stop began.
 	s.stopping.Store(true)
+	s.notify("STOPPING=1")
 	s.routines.stop()
 
 	// 1 (admin endpoint) to 6.
@@ -173,9 +187,10 @@ func (s *Sidecar) shutdown(srv *http.Server, comps *components) error {
 	return errors.Join(errs...)
 }
 
-// httpHandler serves /metrics and /healthz.
+// httpHandler serves the status page at "/", /metrics and /healthz.
 func (s *Sidecar) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", s.status)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -129,6 +129,19 @@ func TestSidecarRun(t *testing.T) {
 		}
 	})
 
+	t.Run("status page", func(t *testing.T) {
+		// The sampler's first answer: this sidecar alone leads its raft
+		// group, and no mirror exists.
+		testwait.For(t, 20*time.Second, "the status page to show this sidecar as the raft leader", func() bool {
+			code, body := get(t, base+"/")
+			return code == http.StatusOK && strings.Contains(body, "raft leader (this sidecar)") &&
+				strings.Contains(body, "raft leader: broker 1") && strings.Contains(body, "No mirrors yet")
+		})
+		if code, _ := get(t, base+"/nothing-here"); code != http.StatusNotFound {
+			t.Errorf("GET /nothing-here = %d, want 404", code)
+		}
+	})
+
 	t.Run("second sidecar on the same data dir", func(t *testing.T) {
 		cfg := testConfig(t, dataDir)
 		err := runErr(t, cfg)

@@ -3,7 +3,9 @@
 // destination broker, creates a mirror with kafka-cluster-mirrors, starts a
 // topic that a producer keeps writing, and prints --describe until the lag
 // has drained to 0. Then it shows that the mirror topic is read-only and
-// waits for Ctrl-C (or -duration).
+// waits for Ctrl-C (or -duration). It prints the status page of the first
+// sidecar (http.listener, "/") at the start: open it to watch the lag
+// drain.
 package main
 
 import (
@@ -56,8 +58,8 @@ func run(ctx context.Context, backlog int, duration time.Duration) error {
 	}
 	defer os.RemoveAll(env.Dir)
 	defer env.Close()
-	fmt.Printf("\n  source      %s\n  destination %s (SASL/PLAIN)\n  sidecars    %s\n  logs        %s\n\n",
-		env.Source.Bootstrap(), env.Destination.Bootstrap(), env.Sidecars.AdminBootstrap(), env.Dir)
+	fmt.Printf("\n  source      %s\n  destination %s (SASL/PLAIN)\n  sidecars    %s\n  status page http://%s/\n  logs        %s\n\n",
+		env.Source.Bootstrap(), env.Destination.Bootstrap(), env.Sidecars.AdminBootstrap(), env.Sidecars.Sidecars()[0].HTTPAddr, env.Dir)
 
 	src, err := env.Source.NewClient(testbed.Admin, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
