@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
-	"github.com/sidemirror/sidemirror/internal/testwait"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -24,9 +23,24 @@ import (
 // that the package's unit tests run without clusters.
 var env *testbed.Env
 
+// multiHost reports whether env is the multi-host bed (the test runs as
+// root) rather than the loopback bed.
+var multiHost bool
+
 // failoverTimeout is the sidecars' sidecar.failover.timeout.ms (its
 // default).
 const failoverTimeout = 15 * time.Second
+
+// logDirMB is the size of each destination broker's tmpfs log directory on
+// the multi-host bed: room for a default-length run's records (about
+// 150 MiB per broker in 20 minutes) with a wide margin, while a fill
+// stays a moment's work.
+const logDirMB = 512
+
+// convergeWait bounds the wait for the destination to catch up after the
+// last fault; a run that takes longer than 60 s fails anyway, the rest of
+// the wait tells a slow convergence from a stuck partition.
+const convergeWait = 3 * time.Minute
 
 func TestMain(m *testing.M) {
 	if os.Getenv("CHAOS") != "1" {
@@ -35,11 +49,19 @@ func TestMain(m *testing.M) {
 	opts := testbed.DefaultEnvOptions()
 	opts.Source.Nodes = 2
 	opts.Sidecars = true
+	if os.Geteuid() == 0 {
+		multiHost = true
+		opts.MultiHost = true
+		opts.Destination.LogDirTmpfsMB = logDirMB
+	} else {
+		fmt.Fprintln(os.Stderr, "chaos: not root: the loopback bed, without the host, source-cut and full-disk faults (the multi-host bed needs root)")
+	}
 	testbed.Main(m, opts, &env)
 }
 
-// loopbackKinds are the faults the loopback bed can inject.
-var loopbackKinds = []Kind{KillSidecar, KillRaftLeader, KillDestBroker, KillSourceBroker, FreezeSidecar, RestartAllSidecars}
+// loopbackKinds are the faults the loopback bed can inject: no hosts to cut
+// off, no proxies in front of the source, no tmpfs log directories.
+var loopbackKinds = []Kind{KillSidecar, KillRaftLeader, KillDestBroker, KillSourceBroker, FreezeSidecar, FreezeBroker, RestartAllSidecars}
 
 // TestChaos runs the workload through a mirror while the schedule's faults
 // hit it, then checks the destination with kcat and Kafka's tools.
@@ -52,9 +74,13 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	topo := Topology{SourceNodes: len(env.Source.Nodes()), DestinationNodes: len(env.Destination.Nodes()),
-		FailoverTimeout: failoverTimeout, Kinds: loopbackKinds}
+		FailoverTimeout: failoverTimeout}
+	bed := "multi-host"
+	if !multiHost {
+		topo.Kinds, bed = loopbackKinds, "loopback"
+	}
 	faults := Schedule(params.Seed, params.Duration, topo)
-	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s: %d faults", params.Seed, params.Duration, len(faults))
+	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s on the %s bed: %d faults (bed directory %s)", params.Seed, params.Duration, bed, len(faults), env.Dir)
 	defer func() {
 		if t.Failed() {
 			t.Log(env.LogTails(80))
@@ -70,13 +96,19 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := Report{Seed: params.Seed, Duration: params.Duration, Faults: map[Kind]int{}}
 	begin := time.Now()
 	for i, f := range faults {
 		time.Sleep(time.Until(begin.Add(f.At)))
-		t.Logf("fault %d/%d: %v", i+1, len(faults), f)
-		if err := inject(f); err != nil {
+		start := time.Now()
+		t.Logf("%s fault %d/%d: %v", start.UTC().Format("15:04:05.000"), i+1, len(faults), f)
+		note, err := inject(f)
+		if err != nil {
 			t.Fatalf("fault %v: %v", f, err)
 		}
+		r.Faults[f.Kind]++
+		t.Logf("%s fault %d/%d undone after %s%s", time.Now().UTC().Format("15:04:05.000"), i+1, len(faults),
+			time.Since(start).Round(time.Millisecond), note)
 	}
 	lastFault := time.Now()
 	time.Sleep(5 * time.Second) // traffic after the last fault
@@ -84,10 +116,11 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Logf("workload errors (records not acknowledged end its numbering): %v", err)
 	}
+	r.Workload = stats
 
-	r := Report{Seed: params.Seed, Duration: params.Duration, Faults: Summary(faults)}
 	all := []string{topics.Plain, topics.Txn, topics.Compacted}
-	r.Converged = converge(t, all, 5*time.Minute).Sub(lastFault)
+	at, lagging := converge(t, all, lastFault.Add(convergeWait))
+	r.Converged, r.Lagging = at.Sub(lastFault), lagging
 	var plain [][]string
 	for _, topic := range all {
 		for p := range partitions(t, topic) {
@@ -119,7 +152,13 @@ func TestChaos(t *testing.T) {
 	r.Duplicates, r.Gaps = SeqStats(plain, stats.Acked)
 	r.Failed = failedPartitions(t, mirror)
 	r.Problems = append(r.Problems, groupOffsetsAboveEnd(t, topics)...)
-	t.Logf("workload: %+v", stats)
+	if multiHost {
+		for _, n := range env.Destination.Nodes() {
+			if used, free, err := n.LogDirUsage(); err == nil {
+				t.Logf("destination node %d: tmpfs log directory %d MiB used, %d MiB free", n.ID, used>>20, free>>20)
+			}
+		}
+	}
 	t.Log("\n" + r.String())
 	fmt.Print(r.String())
 	if !r.OK() {
@@ -127,8 +166,10 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// inject applies f and undoes it after its hold.
-func inject(f Fault) error {
+// inject applies f and undoes it after its hold; note says what happened
+// beyond the fault itself (which sidecar led raft, whether a broker with a
+// full disk stopped).
+func inject(f Fault) (note string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sidecars := env.Sidecars.Sidecars()
@@ -136,30 +177,31 @@ func inject(f Fault) error {
 	case KillSidecar, KillRaftLeader:
 		s := sidecars[f.Target]
 		if f.Kind == KillRaftLeader {
-			if s = raftLeader(ctx); s == nil {
-				s = sidecars[f.Target]
+			if l := raftLeader(ctx); l != nil {
+				s, note = l, fmt.Sprintf(" (raft leader: sidecar %d)", l.BrokerID)
+			} else {
+				note = fmt.Sprintf(" (no raft leader found: sidecar %d)", s.BrokerID)
 			}
 		}
 		s.Kill()
 		time.Sleep(f.Hold)
-		return s.Start(ctx)
+		return note, s.Start(ctx)
 	case RestartAllSidecars:
-		for _, s := range sidecars {
-			s.Kill()
-		}
+		env.Sidecars.KillAll()
 		time.Sleep(f.Hold)
-		for _, s := range sidecars {
-			if err := s.Start(ctx); err != nil {
-				return err
-			}
-		}
-		return nil
+		return "", env.Sidecars.StartStopped(ctx)
 	case FreezeSidecar:
 		s := sidecars[f.Target]
 		s.Freeze()
 		time.Sleep(f.Hold)
 		s.Thaw()
-		return nil
+		return "", nil
+	case FreezeBroker:
+		n := brokerTarget(f.Target)
+		n.Freeze()
+		time.Sleep(f.Hold)
+		n.Thaw()
+		return fmt.Sprintf(" (%s)", describeNode(n)), nil
 	case KillDestBroker, KillSourceBroker:
 		n := env.Destination.Nodes()[f.Target]
 		if f.Kind == KillSourceBroker {
@@ -167,9 +209,65 @@ func inject(f Fault) error {
 		}
 		n.Kill()
 		time.Sleep(f.Hold)
-		return n.Start(ctx)
+		return "", n.Start(ctx)
+	case IsolateHost:
+		if !multiHost {
+			break
+		}
+		h := env.Destination.Nodes()[f.Target].Host()
+		if err := h.Isolate(); err != nil {
+			return "", err
+		}
+		time.Sleep(f.Hold)
+		return fmt.Sprintf(" (host %s)", h.Name), h.Reconnect()
+	case CutSource:
+		if !multiHost {
+			break
+		}
+		if err := env.CutSource(); err != nil {
+			return "", err
+		}
+		time.Sleep(f.Hold)
+		return "", env.RestoreSource()
+	case FillDisk:
+		if !multiHost {
+			break
+		}
+		n := env.Destination.Nodes()[f.Target]
+		written, err := n.FillLogDir()
+		if err != nil {
+			return "", err
+		}
+		time.Sleep(f.Hold)
+		if err := n.FreeLogDir(); err != nil {
+			return "", err
+		}
+		note = fmt.Sprintf(" (destination node %d: %d MiB written, the broker kept running)", n.ID, written>>20)
+		if !n.Running() {
+			note = fmt.Sprintf(" (destination node %d: %d MiB written, the broker stopped and was started again)", n.ID, written>>20)
+			return note, n.Start(ctx)
+		}
+		return note, nil
 	}
-	return fmt.Errorf("fault kind %s is not supported on the loopback bed", f.Kind)
+	return "", fmt.Errorf("fault kind %s is not supported on the loopback bed", f.Kind)
+}
+
+// brokerTarget returns the node a FreezeBroker fault aims at: the source's
+// nodes first, then the destination's.
+func brokerTarget(i int) *testbed.Node {
+	if src := env.Source.Nodes(); i < len(src) {
+		return src[i]
+	}
+	return env.Destination.Nodes()[i-len(env.Source.Nodes())]
+}
+
+func describeNode(n *testbed.Node) string {
+	for _, c := range env.Clusters() {
+		if c.Node(n.ID) == n {
+			return fmt.Sprintf("%s node %d", c.Name(), n.ID)
+		}
+	}
+	return fmt.Sprintf("node %d", n.ID)
 }
 
 // raftLeader returns the sidecar that reports raft leadership, or nil.
@@ -199,7 +297,7 @@ func cli(t *testing.T, args ...string) string {
 func mirrorConfig(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "mirror.properties")
-	if err := os.WriteFile(path, []byte("bootstrap.servers="+env.Source.Bootstrap()+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("bootstrap.servers="+env.Source.RemoteBootstrap()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -293,32 +391,39 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32) map[int32
 }
 
 // converge waits until the destination's end offsets equal the source's
-// for every topic and returns when that was first seen.
-func converge(t *testing.T, topics []string, d time.Duration) time.Time {
+// for every topic, or until deadline, and returns when they were first seen
+// equal; at the deadline it returns the partitions that still differ
+// ("topic-p source end s destination end d").
+func converge(t *testing.T, topics []string, deadline time.Time) (time.Time, []string) {
 	t.Helper()
 	counts := map[string]int32{}
 	for _, topic := range topics {
 		counts[topic] = partitions(t, topic)
 	}
-	var at time.Time
-	testwait.Every(500*time.Millisecond).For(t, d, "the destination's end offsets to equal the source's", func() bool {
+	for {
 		now := time.Now()
+		var lagging []string
 		for _, topic := range topics {
 			n := counts[topic]
 			src, dst := kcatEnds(t, env.Source, topic, n), kcatEnds(t, env.Destination, topic, n)
 			if src == nil || dst == nil {
-				return false
+				lagging = append(lagging, fmt.Sprintf("%s: end offsets unknown (kcat -Q failed on the source: %v, on the destination: %v)", topic, src == nil, dst == nil))
+				continue
 			}
-			for p, o := range src {
-				if dst[p] != o {
-					return false
+			for p := range n {
+				if dst[p] != src[p] {
+					lagging = append(lagging, fmt.Sprintf("%s-%d source end %d destination end %d", topic, p, src[p], dst[p]))
 				}
 			}
 		}
-		at = now
-		return true
-	})
-	return at
+		if len(lagging) == 0 {
+			return now, nil
+		}
+		if now.After(deadline) {
+			return now, lagging
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // failedPartitions lists the mirror's FAILED partitions in describe.
