@@ -109,6 +109,11 @@ func TestChaos(t *testing.T) {
 		r.Faults[f.Kind]++
 		t.Logf("%s fault %d/%d undone after %s%s", time.Now().UTC().Format("15:04:05.000"), i+1, len(faults),
 			time.Since(start).Round(time.Millisecond), note)
+		for _, p := range restartExited() {
+			p = fmt.Sprintf("after fault %d (%v): %s", i+1, f, p)
+			t.Log(p)
+			r.Problems = append(r.Problems, p)
+		}
 	}
 	lastFault := time.Now()
 	time.Sleep(5 * time.Second) // traffic after the last fault
@@ -243,6 +248,14 @@ func inject(f Fault) (note string, err error) {
 			return "", err
 		}
 		note = fmt.Sprintf(" (destination node %d: %d MiB written, the broker kept running)", n.ID, written>>20)
+		// A broker whose only log directory failed halts; give one that
+		// is on its way out a moment to go.
+		for range 10 {
+			if !n.Running() {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
 		if !n.Running() {
 			note = fmt.Sprintf(" (destination node %d: %d MiB written, the broker stopped and was started again)", n.ID, written>>20)
 			return note, n.Start(ctx)
@@ -250,6 +263,36 @@ func inject(f Fault) (note string, err error) {
 		return note, nil
 	}
 	return "", fmt.Errorf("fault kind %s is not supported on the loopback bed", f.Kind)
+}
+
+// restartExited starts again every broker and sidecar that exited on its
+// own (every fault is undone when inject returns, so none should be down)
+// and describes each one.
+func restartExited() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out []string
+	for _, c := range env.Clusters() {
+		for _, n := range c.Nodes() {
+			if !n.Running() {
+				msg := fmt.Sprintf("%s node %d exited on its own (log %s)", c.Name(), n.ID, n.LogPath())
+				if err := n.Start(ctx); err != nil {
+					msg += fmt.Sprintf("; starting it again failed: %v", err)
+				}
+				out = append(out, msg)
+			}
+		}
+	}
+	for _, s := range env.Sidecars.Sidecars() {
+		if !s.Running() {
+			msg := fmt.Sprintf("sidecar %d exited on its own (log %s)", s.BrokerID, s.LogPath())
+			if err := s.Start(ctx); err != nil {
+				msg += fmt.Sprintf("; starting it again failed: %v", err)
+			}
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 // brokerTarget returns the node a FreezeBroker fault aims at: the source's
