@@ -84,6 +84,7 @@ func TestChaos(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			t.Log(env.LogTails(80))
+			keepLogDirs(t)
 		}
 	}()
 
@@ -124,7 +125,7 @@ func TestChaos(t *testing.T) {
 	r.Workload = stats
 
 	all := []string{topics.Plain, topics.Txn, topics.Compacted}
-	at, lagging := converge(t, all, lastFault.Add(convergeWait))
+	at, lagging := converge(t, mirror, all, lastFault, lastFault.Add(convergeWait))
 	r.Converged, r.Lagging = at.Sub(lastFault), lagging
 	var plain [][]string
 	for _, topic := range all {
@@ -265,6 +266,25 @@ func inject(f Fault) (note string, err error) {
 	return "", fmt.Errorf("fault kind %s is not supported on the loopback bed", f.Kind)
 }
 
+// keepLogDirs copies every destination node's tmpfs log directory beside
+// it (the tmpfs goes with the bed, the bed's directory stays after a
+// failure), so that a failed run's logs can be read with Kafka's
+// DumpLogSegments.
+func keepLogDirs(t *testing.T) {
+	if !multiHost {
+		return
+	}
+	for _, n := range env.Destination.Nodes() {
+		src := n.DataDir()
+		dst := filepath.Join(filepath.Dir(n.LogPath()), fmt.Sprintf("node-%d-data-at-failure", n.ID))
+		if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+			t.Logf("keeping %s: %v: %s", src, err, out)
+			continue
+		}
+		t.Logf("destination node %d's log directory kept in %s", n.ID, dst)
+	}
+}
+
 // restartExited starts again every broker and sidecar that exited on its
 // own (every fault is undone when inject returns, so none should be down)
 // and describes each one.
@@ -313,14 +333,22 @@ func describeNode(n *testbed.Node) string {
 	return fmt.Sprintf("node %d", n.ID)
 }
 
-// raftLeader returns the sidecar that reports raft leadership, or nil.
+// raftLeader returns the sidecar that reports raft leadership, waiting up
+// to 15 s for one (an election may be under way after the previous
+// fault), or nil.
 func raftLeader(ctx context.Context) *testbed.Sidecar {
-	for _, s := range env.Sidecars.Sidecars() {
-		if page, err := s.Metrics(ctx); err == nil && strings.Contains(page, "\nsidemirror_raft_leader 1\n") {
-			return s
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, s := range env.Sidecars.Sidecars() {
+			if page, err := s.Metrics(ctx); err == nil && strings.Contains(page, "\nsidemirror_raft_leader 1\n") {
+				return s
+			}
 		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return nil
 }
 
 // cli runs kafka-cluster-mirrors against the sidecars and returns stdout.
@@ -400,13 +428,14 @@ func partitions(t *testing.T, topic string) int32 {
 }
 
 // kcatEnds returns the end offset of partitions 0..n-1 of topic, as kcat's
-// query mode reports it; nil when kcat fails (a restarted broker may not
-// know the topic yet).
-func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32) map[int32]int64 {
+// query mode reports it for isolation (read_uncommitted: the high
+// watermark; read_committed: the last stable offset); nil when kcat fails
+// (a restarted broker may not know the topic yet).
+func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32, isolation string) map[int32]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args := append(c.KcatArgs(testbed.Admin), "-Q")
+	args := append(c.KcatArgs(testbed.Admin), "-Q", "-X", "isolation.level="+isolation)
 	for p := range n {
 		args = append(args, "-t", fmt.Sprintf("%s:%d:-1", topic, p))
 	}
@@ -434,28 +463,34 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32) map[int32
 }
 
 // converge waits until the destination's end offsets equal the source's
-// for every topic, or until deadline, and returns when they were first seen
-// equal; at the deadline it returns the partitions that still differ
-// ("topic-p source end s destination end d").
-func converge(t *testing.T, topics []string, deadline time.Time) (time.Time, []string) {
+// for every topic, both the high watermarks and the last stable offsets,
+// or until deadline, and returns when they were first seen equal; at the
+// deadline it returns the partitions that still differ. While it waits it
+// logs what differs every 10 s, and once, after 30 s, the mirror's
+// describe, to tell a slow partition from a stuck one.
+func converge(t *testing.T, mirror string, topics []string, since, deadline time.Time) (time.Time, []string) {
 	t.Helper()
 	counts := map[string]int32{}
 	for _, topic := range topics {
 		counts[topic] = partitions(t, topic)
 	}
+	var lastLog time.Time
+	described := false
 	for {
 		now := time.Now()
 		var lagging []string
 		for _, topic := range topics {
 			n := counts[topic]
-			src, dst := kcatEnds(t, env.Source, topic, n), kcatEnds(t, env.Destination, topic, n)
-			if src == nil || dst == nil {
-				lagging = append(lagging, fmt.Sprintf("%s: end offsets unknown (kcat -Q failed on the source: %v, on the destination: %v)", topic, src == nil, dst == nil))
-				continue
-			}
-			for p := range n {
-				if dst[p] != src[p] {
-					lagging = append(lagging, fmt.Sprintf("%s-%d source end %d destination end %d", topic, p, src[p], dst[p]))
+			for _, iso := range []string{"read_uncommitted", "read_committed"} {
+				src, dst := kcatEnds(t, env.Source, topic, n, iso), kcatEnds(t, env.Destination, topic, n, iso)
+				if src == nil || dst == nil {
+					lagging = append(lagging, fmt.Sprintf("%s (%s): end offsets unknown (kcat -Q failed on the source: %v, on the destination: %v)", topic, iso, src == nil, dst == nil))
+					continue
+				}
+				for p := range n {
+					if dst[p] != src[p] {
+						lagging = append(lagging, fmt.Sprintf("%s-%d (%s) source end %d destination end %d", topic, p, iso, src[p], dst[p]))
+					}
 				}
 			}
 		}
@@ -464,6 +499,14 @@ func converge(t *testing.T, topics []string, deadline time.Time) (time.Time, []s
 		}
 		if now.After(deadline) {
 			return now, lagging
+		}
+		if now.Sub(lastLog) >= 10*time.Second {
+			t.Logf("%s %s after the last fault, not converged: %s", now.UTC().Format("15:04:05.000"), now.Sub(since).Round(time.Second), strings.Join(lagging, "; "))
+			lastLog = now
+		}
+		if !described && now.Sub(since) > 30*time.Second {
+			described = true
+			t.Logf("describe after %s:\n%s", now.Sub(since).Round(time.Second), cli(t, "--describe", "--mirror", mirror))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

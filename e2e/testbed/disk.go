@@ -46,6 +46,9 @@ func (n *Node) dataDir() string {
 	return filepath.Join(n.dir, "data")
 }
 
+// DataDir returns the node's log.dirs (on its tmpfs when it has one).
+func (n *Node) DataDir() string { return n.dataDir() }
+
 // mountDisk mounts the node's tmpfs if it has one and it is not mounted.
 func (n *Node) mountDisk() error {
 	dir := n.diskDir()
