@@ -119,14 +119,21 @@ func TestChaos(t *testing.T) {
 	lastFault := time.Now()
 	time.Sleep(5 * time.Second) // traffic after the last fault
 	stats, err := w.Stop()
+	stopped := time.Now()
+	t.Logf("%s workload stopped (%s after the last fault; %d records were still buffered by its producers when it was told to stop)",
+		stopped.UTC().Format("15:04:05.000"), stopped.Sub(lastFault).Round(time.Millisecond), stats.BufferedAtStop)
 	if err != nil {
 		t.Logf("workload errors (records not acknowledged end its numbering): %v", err)
 	}
 	r.Workload = stats
 
 	all := []string{topics.Plain, topics.Txn, topics.Compacted}
-	at, lagging := converge(t, mirror, all, lastFault, lastFault.Add(convergeWait))
-	r.Converged, r.Lagging = at.Sub(lastFault), lagging
+	quiet := lastFault
+	if stopped.After(quiet) {
+		quiet = stopped
+	}
+	at, lagging := converge(t, mirror, all, quiet, quiet.Add(convergeWait))
+	r.Converged, r.SinceLastFault, r.Lagging = at.Sub(quiet), at.Sub(lastFault), lagging
 	var plain [][]string
 	for _, topic := range all {
 		for p := range partitions(t, topic) {
@@ -439,7 +446,14 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32, isolation
 	for p := range n {
 		args = append(args, "-t", fmt.Sprintf("%s:%d:-1", topic, p))
 	}
-	out, err := exec.CommandContext(ctx, "kcat", args...).Output()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "kcat", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if took := time.Since(start); took > 5*time.Second || err != nil {
+		t.Logf("kcat -Q %s on the %s (%s) took %s: %v %s", topic, c.Name(), isolation, took.Round(time.Millisecond), err, strings.TrimSpace(stderr.String()))
+	}
 	if err != nil {
 		return nil
 	}

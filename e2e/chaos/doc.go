@@ -49,8 +49,11 @@
 // The checker uses only Kafka's own tools and kcat, never this repository's
 // code: after the last fault it waits until the destination's end offsets
 // (kcat -Q / GetOffsetShell) equal the source's and records how long that
-// took (convergence, at most 60 s; it waits up to 3 minutes and then names
-// the partitions whose end offsets still differ); then, per partition, it dumps both sides
+// took after the last fault, or after the workload's last record when the
+// source took that later (convergence, at most 60 s; it compares high
+// watermarks and last stable offsets, waits up to 3 minutes, logs what
+// differs meanwhile and then names the partitions whose end offsets still
+// differ); then, per partition, it dumps both sides
 // with kcat (-f with partition, offset, key, value, headers and timestamp),
 // once read_committed and once read_uncommitted, and compares them line by
 // line; a transaction is resolved the same way on both sides when its
