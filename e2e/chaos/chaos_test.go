@@ -32,9 +32,8 @@ var multiHost bool
 const failoverTimeout = 15 * time.Second
 
 // logDirMB is the size of each destination broker's tmpfs log directory on
-// the multi-host bed: room for a default-length run's records (about
-// 150 MiB per broker in 20 minutes) with a wide margin, while a fill
-// stays a moment's work.
+// the multi-host bed: far more than a default-length run writes (7 MiB per
+// broker in 4 minutes, seed 140), while a fill stays a moment's work.
 const logDirMB = 512
 
 // convergeWait bounds the wait for the destination to catch up after the
