@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
-	"github.com/sidemirror/sidemirror/internal/testwait"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -24,9 +23,23 @@ import (
 // that the package's unit tests run without clusters.
 var env *testbed.Env
 
+// multiHost reports whether env is the multi-host bed (the test runs as
+// root) rather than the loopback bed.
+var multiHost bool
+
 // failoverTimeout is the sidecars' sidecar.failover.timeout.ms (its
 // default).
 const failoverTimeout = 15 * time.Second
+
+// logDirMB is the size of each destination broker's tmpfs log directory on
+// the multi-host bed: far more than a default-length run writes (7 MiB per
+// broker in 4 minutes, seed 140), while a fill stays a moment's work.
+const logDirMB = 512
+
+// convergeWait bounds the wait for the destination to catch up after the
+// last fault; a run that takes longer than 60 s fails anyway, the rest of
+// the wait tells a slow convergence from a stuck partition.
+const convergeWait = 3 * time.Minute
 
 func TestMain(m *testing.M) {
 	if os.Getenv("CHAOS") != "1" {
@@ -35,11 +48,19 @@ func TestMain(m *testing.M) {
 	opts := testbed.DefaultEnvOptions()
 	opts.Source.Nodes = 2
 	opts.Sidecars = true
+	if os.Geteuid() == 0 {
+		multiHost = true
+		opts.MultiHost = true
+		opts.Destination.LogDirTmpfsMB = logDirMB
+	} else {
+		fmt.Fprintln(os.Stderr, "chaos: not root: the loopback bed, without the host, source-cut and full-disk faults (the multi-host bed needs root)")
+	}
 	testbed.Main(m, opts, &env)
 }
 
-// loopbackKinds are the faults the loopback bed can inject.
-var loopbackKinds = []Kind{KillSidecar, KillRaftLeader, KillDestBroker, KillSourceBroker, FreezeSidecar, RestartAllSidecars}
+// loopbackKinds are the faults the loopback bed can inject: no hosts to cut
+// off, no proxies in front of the source, no tmpfs log directories.
+var loopbackKinds = []Kind{KillSidecar, KillRaftLeader, KillDestBroker, KillSourceBroker, FreezeSidecar, FreezeBroker, RestartAllSidecars}
 
 // TestChaos runs the workload through a mirror while the schedule's faults
 // hit it, then checks the destination with kcat and Kafka's tools.
@@ -52,12 +73,17 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	topo := Topology{SourceNodes: len(env.Source.Nodes()), DestinationNodes: len(env.Destination.Nodes()),
-		FailoverTimeout: failoverTimeout, Kinds: loopbackKinds}
+		FailoverTimeout: failoverTimeout}
+	bed := "multi-host"
+	if !multiHost {
+		topo.Kinds, bed = loopbackKinds, "loopback"
+	}
 	faults := Schedule(params.Seed, params.Duration, topo)
-	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s: %d faults", params.Seed, params.Duration, len(faults))
+	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s on the %s bed: %d faults (bed directory %s)", params.Seed, params.Duration, bed, len(faults), env.Dir)
 	defer func() {
 		if t.Failed() {
 			t.Log(env.LogTails(80))
+			keepLogDirs(t)
 		}
 	}()
 
@@ -70,24 +96,43 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := Report{Seed: params.Seed, Duration: params.Duration, Faults: map[Kind]int{}}
 	begin := time.Now()
 	for i, f := range faults {
 		time.Sleep(time.Until(begin.Add(f.At)))
-		t.Logf("fault %d/%d: %v", i+1, len(faults), f)
-		if err := inject(f); err != nil {
+		start := time.Now()
+		t.Logf("%s fault %d/%d: %v", start.UTC().Format("15:04:05.000"), i+1, len(faults), f)
+		note, err := inject(f)
+		if err != nil {
 			t.Fatalf("fault %v: %v", f, err)
+		}
+		r.Faults[f.Kind]++
+		t.Logf("%s fault %d/%d undone after %s%s", time.Now().UTC().Format("15:04:05.000"), i+1, len(faults),
+			time.Since(start).Round(time.Millisecond), note)
+		for _, p := range restartExited() {
+			p = fmt.Sprintf("after fault %d (%v): %s", i+1, f, p)
+			t.Log(p)
+			r.Problems = append(r.Problems, p)
 		}
 	}
 	lastFault := time.Now()
 	time.Sleep(5 * time.Second) // traffic after the last fault
 	stats, err := w.Stop()
+	stopped := time.Now()
+	t.Logf("%s workload stopped (%s after the last fault; %d records were still buffered by its producers when it was told to stop)",
+		stopped.UTC().Format("15:04:05.000"), stopped.Sub(lastFault).Round(time.Millisecond), stats.BufferedAtStop)
 	if err != nil {
 		t.Logf("workload errors (records not acknowledged end its numbering): %v", err)
 	}
+	r.Workload = stats
 
-	r := Report{Seed: params.Seed, Duration: params.Duration, Faults: Summary(faults)}
 	all := []string{topics.Plain, topics.Txn, topics.Compacted}
-	r.Converged = converge(t, all, 5*time.Minute).Sub(lastFault)
+	quiet := lastFault
+	if stopped.After(quiet) {
+		quiet = stopped
+	}
+	at, lagging := converge(t, mirror, all, quiet, quiet.Add(convergeWait))
+	r.Converged, r.SinceLastFault, r.Lagging = at.Sub(quiet), at.Sub(lastFault), lagging
 	var plain [][]string
 	for _, topic := range all {
 		for p := range partitions(t, topic) {
@@ -119,7 +164,13 @@ func TestChaos(t *testing.T) {
 	r.Duplicates, r.Gaps = SeqStats(plain, stats.Acked)
 	r.Failed = failedPartitions(t, mirror)
 	r.Problems = append(r.Problems, groupOffsetsAboveEnd(t, topics)...)
-	t.Logf("workload: %+v", stats)
+	if multiHost {
+		for _, n := range env.Destination.Nodes() {
+			if used, free, err := n.LogDirUsage(); err == nil {
+				t.Logf("destination node %d: tmpfs log directory %d MiB used, %d MiB free", n.ID, used>>20, free>>20)
+			}
+		}
+	}
 	t.Log("\n" + r.String())
 	fmt.Print(r.String())
 	if !r.OK() {
@@ -127,8 +178,10 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// inject applies f and undoes it after its hold.
-func inject(f Fault) error {
+// inject applies f and undoes it after its hold; note says what happened
+// beyond the fault itself (which sidecar led raft, whether a broker with a
+// full disk stopped).
+func inject(f Fault) (note string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sidecars := env.Sidecars.Sidecars()
@@ -136,30 +189,31 @@ func inject(f Fault) error {
 	case KillSidecar, KillRaftLeader:
 		s := sidecars[f.Target]
 		if f.Kind == KillRaftLeader {
-			if s = raftLeader(ctx); s == nil {
-				s = sidecars[f.Target]
+			if l := raftLeader(ctx); l != nil {
+				s, note = l, fmt.Sprintf(" (raft leader: sidecar %d)", l.BrokerID)
+			} else {
+				note = fmt.Sprintf(" (no raft leader found: sidecar %d)", s.BrokerID)
 			}
 		}
 		s.Kill()
 		time.Sleep(f.Hold)
-		return s.Start(ctx)
+		return note, s.Start(ctx)
 	case RestartAllSidecars:
-		for _, s := range sidecars {
-			s.Kill()
-		}
+		env.Sidecars.KillAll()
 		time.Sleep(f.Hold)
-		for _, s := range sidecars {
-			if err := s.Start(ctx); err != nil {
-				return err
-			}
-		}
-		return nil
+		return "", env.Sidecars.StartStopped(ctx)
 	case FreezeSidecar:
 		s := sidecars[f.Target]
 		s.Freeze()
 		time.Sleep(f.Hold)
 		s.Thaw()
-		return nil
+		return "", nil
+	case FreezeBroker:
+		n := brokerTarget(f.Target)
+		n.Freeze()
+		time.Sleep(f.Hold)
+		n.Thaw()
+		return fmt.Sprintf(" (%s)", describeNode(n)), nil
 	case KillDestBroker, KillSourceBroker:
 		n := env.Destination.Nodes()[f.Target]
 		if f.Kind == KillSourceBroker {
@@ -167,19 +221,140 @@ func inject(f Fault) error {
 		}
 		n.Kill()
 		time.Sleep(f.Hold)
-		return n.Start(ctx)
+		return "", n.Start(ctx)
+	case IsolateHost:
+		if !multiHost {
+			break
+		}
+		h := env.Destination.Nodes()[f.Target].Host()
+		if err := h.Isolate(); err != nil {
+			return "", err
+		}
+		time.Sleep(f.Hold)
+		return fmt.Sprintf(" (host %s)", h.Name), h.Reconnect()
+	case CutSource:
+		if !multiHost {
+			break
+		}
+		if err := env.CutSource(); err != nil {
+			return "", err
+		}
+		time.Sleep(f.Hold)
+		return "", env.RestoreSource()
+	case FillDisk:
+		if !multiHost {
+			break
+		}
+		n := env.Destination.Nodes()[f.Target]
+		written, err := n.FillLogDir()
+		if err != nil {
+			return "", err
+		}
+		time.Sleep(f.Hold)
+		if err := n.FreeLogDir(); err != nil {
+			return "", err
+		}
+		note = fmt.Sprintf(" (destination node %d: %d MiB written, the broker kept running)", n.ID, written>>20)
+		// A broker whose only log directory failed halts; give one that
+		// is on its way out a moment to go.
+		for range 10 {
+			if !n.Running() {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if !n.Running() {
+			note = fmt.Sprintf(" (destination node %d: %d MiB written, the broker stopped and was started again)", n.ID, written>>20)
+			return note, n.Start(ctx)
+		}
+		return note, nil
 	}
-	return fmt.Errorf("fault kind %s is not supported on the loopback bed", f.Kind)
+	return "", fmt.Errorf("fault kind %s is not supported on the loopback bed", f.Kind)
 }
 
-// raftLeader returns the sidecar that reports raft leadership, or nil.
-func raftLeader(ctx context.Context) *testbed.Sidecar {
-	for _, s := range env.Sidecars.Sidecars() {
-		if page, err := s.Metrics(ctx); err == nil && strings.Contains(page, "\nsidemirror_raft_leader 1\n") {
-			return s
+// keepLogDirs copies every destination node's tmpfs log directory beside
+// it (the tmpfs goes with the bed, the bed's directory stays after a
+// failure), so that a failed run's logs can be read with Kafka's
+// DumpLogSegments.
+func keepLogDirs(t *testing.T) {
+	if !multiHost {
+		return
+	}
+	for _, n := range env.Destination.Nodes() {
+		src := n.DataDir()
+		dst := filepath.Join(filepath.Dir(n.LogPath()), fmt.Sprintf("node-%d-data-at-failure", n.ID))
+		if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+			t.Logf("keeping %s: %v: %s", src, err, out)
+			continue
+		}
+		t.Logf("destination node %d's log directory kept in %s", n.ID, dst)
+	}
+}
+
+// restartExited starts again every broker and sidecar that exited on its
+// own (every fault is undone when inject returns, so none should be down)
+// and describes each one.
+func restartExited() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out []string
+	for _, c := range env.Clusters() {
+		for _, n := range c.Nodes() {
+			if !n.Running() {
+				msg := fmt.Sprintf("%s node %d exited on its own (log %s)", c.Name(), n.ID, n.LogPath())
+				if err := n.Start(ctx); err != nil {
+					msg += fmt.Sprintf("; starting it again failed: %v", err)
+				}
+				out = append(out, msg)
+			}
 		}
 	}
-	return nil
+	for _, s := range env.Sidecars.Sidecars() {
+		if !s.Running() {
+			msg := fmt.Sprintf("sidecar %d exited on its own (log %s)", s.BrokerID, s.LogPath())
+			if err := s.Start(ctx); err != nil {
+				msg += fmt.Sprintf("; starting it again failed: %v", err)
+			}
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+// brokerTarget returns the node a FreezeBroker fault aims at: the source's
+// nodes first, then the destination's.
+func brokerTarget(i int) *testbed.Node {
+	if src := env.Source.Nodes(); i < len(src) {
+		return src[i]
+	}
+	return env.Destination.Nodes()[i-len(env.Source.Nodes())]
+}
+
+func describeNode(n *testbed.Node) string {
+	for _, c := range env.Clusters() {
+		if c.Node(n.ID) == n {
+			return fmt.Sprintf("%s node %d", c.Name(), n.ID)
+		}
+	}
+	return fmt.Sprintf("node %d", n.ID)
+}
+
+// raftLeader returns the sidecar that reports raft leadership, waiting up
+// to 15 s for one (an election may be under way after the previous
+// fault), or nil.
+func raftLeader(ctx context.Context) *testbed.Sidecar {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, s := range env.Sidecars.Sidecars() {
+			if page, err := s.Metrics(ctx); err == nil && strings.Contains(page, "\nsidemirror_raft_leader 1\n") {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // cli runs kafka-cluster-mirrors against the sidecars and returns stdout.
@@ -199,7 +374,7 @@ func cli(t *testing.T, args ...string) string {
 func mirrorConfig(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "mirror.properties")
-	if err := os.WriteFile(path, []byte("bootstrap.servers="+env.Source.Bootstrap()+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("bootstrap.servers="+env.Source.RemoteBootstrap()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -223,8 +398,12 @@ func createTopics(t *testing.T, topics Topics) {
 	}{
 		{topics.Plain, 6, nil},
 		{topics.Txn, 3, nil},
+		// Tombstones stay 10 minutes after cleaning: a mirror is a reader,
+		// and a reader that lags more than delete.retention.ms may never see
+		// a tombstone (Kafka's bound), so the destination would keep a key
+		// the source deleted; faults make the mirror lag tens of seconds.
 		{topics.Compacted, 3, map[string]*string{"cleanup.policy": str("compact"), "segment.ms": str("5000"),
-			"min.cleanable.dirty.ratio": str("0.01"), "min.compaction.lag.ms": str("0"), "delete.retention.ms": str("10000")}},
+			"min.cleanable.dirty.ratio": str("0.01"), "min.compaction.lag.ms": str("0"), "delete.retention.ms": str("600000")}},
 	} {
 		resp, err := adm.CreateTopic(ctx, tc.n, -1, tc.configs, tc.name)
 		if err == nil {
@@ -259,17 +438,25 @@ func partitions(t *testing.T, topic string) int32 {
 }
 
 // kcatEnds returns the end offset of partitions 0..n-1 of topic, as kcat's
-// query mode reports it; nil when kcat fails (a restarted broker may not
-// know the topic yet).
-func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32) map[int32]int64 {
+// query mode reports it for isolation (read_uncommitted: the high
+// watermark; read_committed: the last stable offset); nil when kcat fails
+// (a restarted broker may not know the topic yet).
+func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32, isolation string) map[int32]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args := append(c.KcatArgs(testbed.Admin), "-Q")
+	args := append(c.KcatArgs(testbed.Admin), "-Q", "-X", "isolation.level="+isolation)
 	for p := range n {
 		args = append(args, "-t", fmt.Sprintf("%s:%d:-1", topic, p))
 	}
-	out, err := exec.CommandContext(ctx, "kcat", args...).Output()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "kcat", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if took := time.Since(start); took > 5*time.Second || err != nil {
+		t.Logf("kcat -Q %s on the %s (%s) took %s: %v %s", topic, c.Name(), isolation, took.Round(time.Millisecond), err, strings.TrimSpace(stderr.String()))
+	}
 	if err != nil {
 		return nil
 	}
@@ -293,32 +480,53 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32) map[int32
 }
 
 // converge waits until the destination's end offsets equal the source's
-// for every topic and returns when that was first seen.
-func converge(t *testing.T, topics []string, d time.Duration) time.Time {
+// for every topic, both the high watermarks and the last stable offsets,
+// or until deadline, and returns when they were first seen equal; at the
+// deadline it returns the partitions that still differ. While it waits it
+// logs what differs every 10 s, and once, after 30 s, the mirror's
+// describe, to tell a slow partition from a stuck one.
+func converge(t *testing.T, mirror string, topics []string, since, deadline time.Time) (time.Time, []string) {
 	t.Helper()
 	counts := map[string]int32{}
 	for _, topic := range topics {
 		counts[topic] = partitions(t, topic)
 	}
-	var at time.Time
-	testwait.Every(500*time.Millisecond).For(t, d, "the destination's end offsets to equal the source's", func() bool {
+	var lastLog time.Time
+	described := false
+	for {
 		now := time.Now()
+		var lagging []string
 		for _, topic := range topics {
 			n := counts[topic]
-			src, dst := kcatEnds(t, env.Source, topic, n), kcatEnds(t, env.Destination, topic, n)
-			if src == nil || dst == nil {
-				return false
-			}
-			for p, o := range src {
-				if dst[p] != o {
-					return false
+			for _, iso := range []string{"read_uncommitted", "read_committed"} {
+				src, dst := kcatEnds(t, env.Source, topic, n, iso), kcatEnds(t, env.Destination, topic, n, iso)
+				if src == nil || dst == nil {
+					lagging = append(lagging, fmt.Sprintf("%s (%s): end offsets unknown (kcat -Q failed on the source: %v, on the destination: %v)", topic, iso, src == nil, dst == nil))
+					continue
+				}
+				for p := range n {
+					if dst[p] != src[p] {
+						lagging = append(lagging, fmt.Sprintf("%s-%d (%s) source end %d destination end %d", topic, p, iso, src[p], dst[p]))
+					}
 				}
 			}
 		}
-		at = now
-		return true
-	})
-	return at
+		if len(lagging) == 0 {
+			return now, nil
+		}
+		if now.After(deadline) {
+			return now, lagging
+		}
+		if now.Sub(lastLog) >= 10*time.Second {
+			t.Logf("%s %s after the last fault, not converged: %s", now.UTC().Format("15:04:05.000"), now.Sub(since).Round(time.Second), strings.Join(lagging, "; "))
+			lastLog = now
+		}
+		if !described && now.Sub(since) > 30*time.Second {
+			described = true
+			t.Logf("describe after %s:\n%s", now.Sub(since).Round(time.Second), cli(t, "--describe", "--mirror", mirror))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // failedPartitions lists the mirror's FAILED partitions in describe.

@@ -65,3 +65,16 @@ func TestTable(t *testing.T) {
 		t.Fatalf("CompareTables = %q", d)
 	}
 }
+
+// TestReportLagging: a run whose destination never caught up fails, even
+// when the wait ended within the bar, and the report names the partition.
+func TestReportLagging(t *testing.T) {
+	r := Report{Seed: 3, Duration: 4 * time.Minute, Converged: 30 * time.Second,
+		Lagging:  []string{"chaos-plain-2 source end 900 destination end 870"},
+		Workload: Stats{Acked: map[string]int{"idem": 900}, Commits: 4, Aborts: 1}}
+	s := r.String()
+	if r.OK() || !strings.Contains(s, "NOT converged") || !strings.Contains(s, "chaos-plain-2 source end 900") ||
+		!strings.Contains(s, "900 idempotent records acknowledged, 4 transactions committed, 1 aborted") {
+		t.Fatalf("OK %v, report:\n%s", r.OK(), s)
+	}
+}

@@ -35,13 +35,14 @@ type Workload struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	acked   map[string]int // producer -> records acknowledged, in order (plain topic)
-	commits int
-	aborts  int
-	overw   int
-	groupN  int
-	errs    []error
+	mu       sync.Mutex
+	acked    map[string]int // producer -> records acknowledged, in order (plain topic)
+	commits  int
+	aborts   int
+	overw    int
+	groupN   int
+	buffered int
+	errs     []error
 }
 
 // Stats is what a workload wrote.
@@ -51,6 +52,11 @@ type Stats struct {
 	Aborts       int
 	Overwrites   int // compacted-topic records, tombstones included
 	GroupRecords int // records the group consumed
+	// BufferedAtStop is how many records the idempotent and the compacting
+	// producer still held, not yet acknowledged, when Stop was called: a
+	// source that fell behind the offered rate keeps taking records that
+	// long after.
+	BufferedAtStop int
 }
 
 // StartWorkload starts the producers and the group with the source
@@ -136,8 +142,8 @@ func (w *Workload) Stop() (Stats, error) {
 	for k, v := range w.acked {
 		acked[k] = v
 	}
-	return Stats{Acked: acked, Commits: w.commits, Aborts: w.aborts, Overwrites: w.overw, GroupRecords: w.groupN},
-		errors.Join(w.errs...)
+	return Stats{Acked: acked, Commits: w.commits, Aborts: w.aborts, Overwrites: w.overw, GroupRecords: w.groupN,
+		BufferedAtStop: w.buffered}, errors.Join(w.errs...)
 }
 
 // idempotent writes numbered records, one at a time per tick, and counts a
@@ -157,9 +163,7 @@ func (w *Workload) idempotent(cl *kgo.Client) {
 	for i := 0; ; i++ {
 		select {
 		case <-w.ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			_ = cl.Flush(fctx)
-			cancel()
+			w.flush(cl)
 			return
 		case <-tick.C:
 		}
@@ -186,6 +190,17 @@ func (w *Workload) idempotent(cl *kgo.Client) {
 			}
 		})
 	}
+}
+
+// flush counts what a producer still buffers and waits (up to two
+// minutes) until the source acknowledged it.
+func (w *Workload) flush(cl *kgo.Client) {
+	w.mu.Lock()
+	w.buffered += int(cl.BufferedProduceRecords())
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_ = cl.Flush(ctx)
 }
 
 // transactional runs transactions of 1 to 20 records, committing three in
@@ -267,9 +282,7 @@ func (w *Workload) compacted(cl *kgo.Client, seed uint64) {
 	for i := 0; ; i++ {
 		select {
 		case <-w.ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			_ = cl.Flush(fctx)
-			cancel()
+			w.flush(cl)
 			return
 		case <-tick.C:
 		}

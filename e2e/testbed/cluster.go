@@ -54,6 +54,11 @@ type ClusterOptions struct {
 	// clients that bootstrap from RemoteBootstrap reach the node through the
 	// proxy, those that bootstrap from Bootstrap reach it directly.
 	Proxied bool
+	// LogDirTmpfsMB (with Hosts), if positive, puts every node's log.dirs
+	// (the metadata log included) on a tmpfs of its own of that many MiB,
+	// so that Node.FillLogDir can fill it (disk.go). The mounts go with
+	// the Network.
+	LogDirTmpfsMB int
 }
 
 // User is a SASL/PLAIN principal of a test cluster.
@@ -161,6 +166,9 @@ func (c *Cluster) placeNodes() error {
 	}
 	if o.Proxied && o.Hosts == nil {
 		return fmt.Errorf("testbed: %s: proxies need the nodes on hosts (ClusterOptions.Hosts)", o.Name)
+	}
+	if o.LogDirTmpfsMB > 0 && o.Hosts == nil {
+		return fmt.Errorf("testbed: %s: tmpfs log directories need the nodes on hosts (ClusterOptions.Hosts, the multi-host bed)", o.Name)
 	}
 	var ports []int
 	if o.Hosts == nil {
@@ -317,7 +325,10 @@ func (n *Node) configPath() string { return filepath.Join(n.dir, "server.propert
 // writeConfig writes the node's server.properties.
 func (n *Node) writeConfig() error {
 	c := n.cluster
-	if err := os.MkdirAll(filepath.Join(n.dir, "data"), 0o755); err != nil {
+	if err := n.mountDisk(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(n.dataDir(), 0o755); err != nil {
 		return fmt.Errorf("testbed: %w", err)
 	}
 	voters := make([]string, len(c.nodes))
@@ -343,7 +354,7 @@ func (n *Node) writeConfig() error {
 		"listener.security.protocol.map":                   protocols,
 		"inter.broker.listener.name":                       "BROKER",
 		"controller.listener.names":                        "CONTROLLER",
-		"log.dirs":                                         filepath.Join(n.dir, "data"),
+		"log.dirs":                                         n.dataDir(),
 		"auto.create.topics.enable":                        "false",
 		"default.replication.factor":                       rf,
 		"offsets.topic.replication.factor":                 rf,
@@ -645,7 +656,7 @@ func (c *Cluster) Recreate(ctx context.Context) error {
 		if n.Running() {
 			return fmt.Errorf("testbed: %s node %d still runs", c.opts.Name, n.ID)
 		}
-		if err := os.RemoveAll(filepath.Join(n.dir, "data")); err != nil {
+		if err := os.RemoveAll(n.dataDir()); err != nil {
 			return fmt.Errorf("testbed: %w", err)
 		}
 		if err := n.writeConfig(); err != nil {

@@ -27,7 +27,9 @@
 // Host.LimitBandwidth (tc tbf; the kernel has no netem), and, on the path
 // from the destination to the source, Env.SetSourceLatency, CutSource and
 // BlackholeSource; Proxy.Traffic and Host.LinkTraffic measure what crossed
-// a link. It needs root and iproute2 (ip, tc).
+// a link. A node's log directory can live on a small tmpfs of its own
+// (ClusterOptions.LogDirTmpfsMB) that Node.FillLogDir fills to the last
+// byte and FreeLogDir frees. It needs root and iproute2 (ip, tc).
 //
 // # Nothing outlives a test
 //
@@ -57,6 +59,7 @@
 //	netns.go    Network and Host: the bridge, the namespaces, stale-run cleanup
 //	reaper.go   the process that removes a crashed run's network
 //	faults.go   network faults of the multi-host bed, Node.Freeze and Thaw, source faults of an Env
+//	disk.go     tmpfs log directories (ClusterOptions.LogDirTmpfsMB), Node.FillLogDir and FreeLogDir
 //	proxy.go    Proxy: a TCP proxy with latency, cut, blackhole and byte counts
 //	doc.go      this overview
 package testbed

@@ -20,6 +20,8 @@ import (
 //	host.LimitBandwidth(bits) / Unlimit    a token bucket (tc tbf) on both directions of its link
 //	proxy.SetLatency / Cut / Blackhole / Restore   the link from the destination to one source node
 //	env.SetSourceLatency / CutSource / BlackholeSource / RestoreSource   the same, every source node
+//	node.FillLogDir / FreeLogDir           its tmpfs log directory full to the last byte (disk.go)
+//	sidecars.KillAll / StartStopped        every sidecar killed at once, all started again
 
 // Isolate takes the host's link down (the bridge's end of it): the host
 // keeps its own address, so its processes still reach each other, but no

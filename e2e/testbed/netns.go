@@ -372,7 +372,8 @@ func netObjects() (namespaces, links []string) {
 }
 
 // removeObjects kills every process left in the namespaces whose names start
-// with prefix, then removes them and the links starting with prefix (the
+// with prefix, unmounts the tmpfs log directories named with it (disk.go),
+// then removes the namespaces and the links starting with prefix (the
 // bridge last: the veths are its ports). Qdiscs go with their links.
 func removeObjects(prefix string) error {
 	namespaces, links := netObjects()
@@ -389,6 +390,7 @@ func removeObjects(prefix string) error {
 			}
 		}
 	}
+	errs = append(errs, unmountAll(prefix))
 	var bridges []string
 	for _, l := range links {
 		switch {
@@ -410,12 +412,18 @@ func removeObjects(prefix string) error {
 	return errors.Join(errs...)
 }
 
-// removeStale removes the namespaces and links of runs whose process no
-// longer exists (a run killed with SIGKILL whose reaper was killed too).
+// removeStale removes the namespaces, links and tmpfs mounts of runs whose
+// process no longer exists (a run killed with SIGKILL whose reaper was killed too).
 func removeStale() {
 	namespaces, links := netObjects()
+	names := append(namespaces, links...)
+	for _, m := range mounts() {
+		if namePattern.MatchString(m[0]) {
+			names = append(names, m[0])
+		}
+	}
 	dead := map[string]bool{}
-	for _, name := range append(namespaces, links...) {
+	for _, name := range names {
 		m := namePattern.FindStringSubmatch(name)
 		pid, _ := strconv.Atoi(m[1])
 		if pid != os.Getpid() && !alive(pid) {

@@ -214,6 +214,41 @@ func (g *SidecarGroup) Close() {
 	wg.Wait()
 }
 
+// KillAll ends every sidecar with SIGKILL at the same moment, as when every
+// host restarts at once, and waits until all have exited.
+func (g *SidecarGroup) KillAll() {
+	var procs []*process
+	for _, s := range g.sidecars {
+		if p := s.current(); p != nil {
+			p.signal(syscall.SIGKILL)
+			procs = append(procs, p)
+		}
+	}
+	for _, p := range procs {
+		<-p.exited
+	}
+}
+
+// StartStopped launches every sidecar that is not running, all at once, and
+// waits until each is healthy.
+func (g *SidecarGroup) StartStopped(ctx context.Context) error {
+	var started []*Sidecar
+	for _, s := range g.sidecars {
+		if !s.Running() {
+			if err := s.launch(); err != nil {
+				return err
+			}
+			started = append(started, s)
+		}
+	}
+	for _, s := range started {
+		if err := s.WaitHealthy(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // LogTails returns the last lines of every sidecar's log.
 func (g *SidecarGroup) LogTails(lines int) string {
 	var b strings.Builder
