@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Client defaults.
@@ -24,6 +26,7 @@ type clientConfig struct {
 	clientID         string
 	tlsConfig        *tls.Config
 	maxResponseBytes int32
+	sasl             sasl.Mechanism
 }
 
 // ClientOpt configures a Client.
@@ -105,7 +108,14 @@ func Dial(ctx context.Context, addr string, opts ...ClientOpt) (*Client, error) 
 		}
 		conn = tlsConn
 	}
-	return &Client{addr: addr, cfg: cfg, conn: conn}, nil
+	cl := &Client{addr: addr, cfg: cfg, conn: conn}
+	if cfg.sasl != nil {
+		if err := cl.authenticate(ctx, cfg.sasl); err != nil {
+			_ = cl.Close()
+			return nil, fmt.Errorf("authenticating to %s: %w", addr, err)
+		}
+	}
+	return cl, nil
 }
 
 // Addr returns the address the client dialed.

@@ -41,7 +41,12 @@
 // Files: doc.go (this overview), apis.go (keys, registry, interfaces),
 // header.go (request and response headers), codec.go and codec_versions.go
 // (shared encoding helpers), errors.go (Error, ErrorFor), server.go (the
-// framing server), client.go (Dial, Client), and one file per message:
+// framing server), sasl.go (the server's SASL exchange and principals:
+// SASL, TLSPrincipal, ConnInfo.Principal), client.go (Dial, Client),
+// client_sasl.go (the client's SASL exchange, SASLMechanism),
+// kafka_apis.go (Kafka's SaslHandshake, SaslAuthenticate, DescribeAcls,
+// CreateAcls and DeleteAcls as franz-go's kmsg types), and one file per
+// message:
 //
 //	add_sidecar.go
 //	api_versions.go

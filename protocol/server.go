@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -37,6 +38,10 @@ type ConnInfo struct {
 	LocalAddr     net.Addr
 	ClientID      string // the request header's client ID; empty when null
 	CorrelationID int32
+	// Principal is who the connection authenticated as, as Kafka forms
+	// principals: User:<name> after SASL, User:<mapped certificate DN> for
+	// a TLS client certificate, else User:ANONYMOUS.
+	Principal string
 }
 
 // Server defaults.
@@ -51,6 +56,8 @@ type serverConfig struct {
 	logger        *zap.Logger
 	readTimeout   time.Duration
 	writeTimeout  time.Duration
+	sasl          SASLAuthenticator
+	tlsPrincipal  func(tls.ConnectionState) (string, error)
 }
 
 // ServerOpt configures a Server.
@@ -251,13 +258,19 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 	}()
 	log.Debug("admin connection opened")
-	for s.serveOne(c, log) {
+	auth, err := s.newConnAuth(c)
+	if err != nil {
+		log.Info("closing admin connection: TLS handshake or principal failed", zap.Error(err))
+		return
+	}
+	defer auth.close()
+	for s.serveOne(c, auth, log) {
 	}
 }
 
 // serveOne reads, handles and answers one request. It returns false when the
 // connection must close, after logging why.
-func (s *Server) serveOne(c net.Conn, log *zap.Logger) bool {
+func (s *Server) serveOne(c net.Conn, auth *connAuth, log *zap.Logger) bool {
 	frame, ok := s.readFrame(c, log)
 	if !ok {
 		return false
@@ -300,10 +313,16 @@ func (s *Server) serveOne(c net.Conn, log *zap.Logger) bool {
 	}
 
 	var resp Response
-	if key == KeyApiVersions {
+	authResp, authErr := s.serveAuth(auth, api, req, log)
+	switch {
+	case key == KeyApiVersions:
 		resp = s.apiVersions()
-	} else {
-		info := &ConnInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr(), CorrelationID: hdr.CorrelationId}
+	case authResp != nil:
+		resp = authResp
+	case authErr != nil:
+		return false
+	default:
+		info := &ConnInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr(), CorrelationID: hdr.CorrelationId, Principal: auth.principal}
 		if hdr.ClientId != nil {
 			info.ClientID = *hdr.ClientId
 		}
@@ -314,7 +333,7 @@ func (s *Server) serveOne(c net.Conn, log *zap.Logger) bool {
 			zap.String("api", api.Name), zap.Error(ErrBadResponse))
 		return false
 	}
-	return s.writeResponse(c, log, key, version, hdr.CorrelationId, resp)
+	return s.writeResponse(c, log, key, version, hdr.CorrelationId, resp) && authErr == nil
 }
 
 // readFrame reads one size-prefixed frame. It returns false when the
