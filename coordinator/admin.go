@@ -105,7 +105,9 @@ func (a *admin) handle(ctx context.Context, c *protocol.ConnInfo, req protocol.R
 	case *protocol.DeleteClusterMirrorRequest:
 		return a.deleteMirror(ctx, r)
 	case *protocol.IncrementalAlterConfigsRequest:
-		return a.authorizeAlterConfigs(z, r, func(r *protocol.IncrementalAlterConfigsRequest) protocol.Response { return a.incrementalAlterConfigs(ctx, r) })
+		return a.authorizeAlterConfigs(z, r, func(r *protocol.IncrementalAlterConfigsRequest) protocol.Response {
+			return a.incrementalAlterConfigs(ctx, r)
+		})
 	case *protocol.DescribeConfigsRequest:
 		return a.authorizeDescribeConfigs(z, r, a.describeConfigs)
 	case *protocol.CreateAclsRequest:

@@ -141,34 +141,50 @@ var kafkaAPIs = []API{
 // refuse bytes that do not decode or that trail the message.
 
 // ReadFrom decodes a body of the message's version.
-func (r *SaslHandshakeRequest) ReadFrom(src []byte) error { return strictRead(&r.SASLHandshakeRequest, src) }
+func (r *SaslHandshakeRequest) ReadFrom(src []byte) error {
+	return strictRead(&r.SASLHandshakeRequest, src)
+}
 
 // ReadFrom decodes a body of the message's version.
-func (r *SaslHandshakeResponse) ReadFrom(src []byte) error { return strictRead(&r.SASLHandshakeResponse, src) }
+func (r *SaslHandshakeResponse) ReadFrom(src []byte) error {
+	return strictRead(&r.SASLHandshakeResponse, src)
+}
 
 // ReadFrom decodes a body of the message's version.
-func (r *SaslAuthenticateRequest) ReadFrom(src []byte) error { return strictRead(&r.SASLAuthenticateRequest, src) }
+func (r *SaslAuthenticateRequest) ReadFrom(src []byte) error {
+	return strictRead(&r.SASLAuthenticateRequest, src)
+}
 
 // ReadFrom decodes a body of the message's version.
-func (r *SaslAuthenticateResponse) ReadFrom(src []byte) error { return strictRead(&r.SASLAuthenticateResponse, src) }
+func (r *SaslAuthenticateResponse) ReadFrom(src []byte) error {
+	return strictRead(&r.SASLAuthenticateResponse, src)
+}
 
 // ReadFrom decodes a body of the message's version.
-func (r *DescribeAclsRequest) ReadFrom(src []byte) error { return strictRead(&r.DescribeACLsRequest, src) }
+func (r *DescribeAclsRequest) ReadFrom(src []byte) error {
+	return strictRead(&r.DescribeACLsRequest, src)
+}
 
 // ReadFrom decodes a body of the message's version.
-func (r *DescribeAclsResponse) ReadFrom(src []byte) error { return strictRead(&r.DescribeACLsResponse, src) }
+func (r *DescribeAclsResponse) ReadFrom(src []byte) error {
+	return strictRead(&r.DescribeACLsResponse, src)
+}
 
 // ReadFrom decodes a body of the message's version.
 func (r *CreateAclsRequest) ReadFrom(src []byte) error { return strictRead(&r.CreateACLsRequest, src) }
 
 // ReadFrom decodes a body of the message's version.
-func (r *CreateAclsResponse) ReadFrom(src []byte) error { return strictRead(&r.CreateACLsResponse, src) }
+func (r *CreateAclsResponse) ReadFrom(src []byte) error {
+	return strictRead(&r.CreateACLsResponse, src)
+}
 
 // ReadFrom decodes a body of the message's version.
 func (r *DeleteAclsRequest) ReadFrom(src []byte) error { return strictRead(&r.DeleteACLsRequest, src) }
 
 // ReadFrom decodes a body of the message's version.
-func (r *DeleteAclsResponse) ReadFrom(src []byte) error { return strictRead(&r.DeleteACLsResponse, src) }
+func (r *DeleteAclsResponse) ReadFrom(src []byte) error {
+	return strictRead(&r.DeleteACLsResponse, src)
+}
 
 // kmsgBody is what strictRead needs of a kmsg message.
 type kmsgBody interface {
