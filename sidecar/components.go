@@ -112,6 +112,7 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		Logger:       s.log,
 
 		StateStore:      c.states,
+		Authorization:   s.cfg.Admin.Authorization(),
 		FailoverTimeout: s.cfg.FailoverTimeout,
 		StatePartitions: s.cfg.StatePartitions,
 		Registerer:      s.reg,
@@ -126,8 +127,11 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		defer close(c.loopDone)
 		svc.Run(loopCtx)
 	})
-	c.admin = protocol.NewServer(svc, protocol.Logger(s.log.Named("admin")))
-	ln := c.adminLn
+	secOpts, ln, err := adminServerOpts(s.cfg, c.adminLn)
+	if err != nil {
+		return nil, err
+	}
+	c.admin = protocol.NewServer(svc, append(secOpts, protocol.Logger(s.log.Named("admin")))...)
 	s.routines.Go("admin-server", func() {
 		if err := c.admin.Serve(ln); err != nil && !errors.Is(err, protocol.ErrServerClosed) {
 			failed <- fmt.Errorf("sidecar: %s %s: %w", KeyAdminListener, ln.Addr(), err)

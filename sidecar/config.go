@@ -51,8 +51,12 @@ type Config struct {
 	Destination security.ClientConfig
 
 	AdminListener string // admin.listener: Kafka-protocol admin endpoint
-	RaftListener  string // raft.listener: raft transport
-	HTTPListener  string // http.listener: /metrics and /healthz
+	// Admin is the admin endpoint's authentication and authorization
+	// (admin.security.protocol, admin.sasl.*, admin.ssl.*,
+	// admin.super.users; adminsec.go).
+	Admin        AdminSecurity
+	RaftListener string // raft.listener: raft transport
+	HTTPListener string // http.listener: /metrics and /healthz
 
 	// DataDir holds raft state and the lock file (data.dir, absolute).
 	DataDir string
@@ -105,6 +109,7 @@ func DefaultConfig() Config {
 		LocalBrokerID: -1,
 		Destination:   security.DefaultClientConfig(DestinationPrefix),
 		AdminListener: "127.0.0.1:9191",
+		Admin:         defaultAdminSecurity(),
 		RaftListener:  "127.0.0.1:9192",
 		HTTPListener:  "127.0.0.1:9193",
 		LogFormat:     "json",
@@ -176,7 +181,7 @@ func (c Config) Validate() error {
 	if c.StatePartitions < 1 || c.StatePartitions > 1000 {
 		return configErr(KeyStatePartitions, "%d is out of range (expected 1 to 1000)", c.StatePartitions)
 	}
-	return nil
+	return c.Admin.validate(c)
 }
 
 func (c Config) validateRaftPeers() error {
@@ -365,8 +370,9 @@ func (c Config) Redacted() []Property {
 		{Key: KeyLocalBootstrapServers, Value: strings.Join(c.LocalBootstrapServers, ",")},
 	}
 	props = append(props, c.Destination.Redacted()...)
+	props = append(props, Property{Key: KeyAdminListener, Value: c.AdminListener})
+	props = append(props, c.Admin.redacted()...)
 	return append(props,
-		Property{Key: KeyAdminListener, Value: c.AdminListener},
 		Property{Key: KeyRaftListener, Value: c.RaftListener},
 		Property{Key: KeyHTTPListener, Value: c.HTTPListener},
 		Property{Key: KeyDataDir, Value: c.DataDir},
