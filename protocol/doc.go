@@ -42,7 +42,9 @@
 // header.go (request and response headers), codec.go and codec_versions.go
 // (shared encoding helpers), errors.go (Error, ErrorFor), server.go (the
 // framing server), sasl.go (the server's SASL exchange and principals:
-// SASL, TLSPrincipal, ConnInfo.Principal), client.go (Dial, Client),
+// SASL, TLSPrincipal, ConnInfo.Principal), sasl_relay.go (NewSASLRelay:
+// exchanges relayed to a Kafka broker that checks the credentials),
+// client.go (Dial, Client),
 // client_sasl.go (the client's SASL exchange, SASLMechanism),
 // kafka_apis.go (Kafka's SaslHandshake, SaslAuthenticate, DescribeAcls,
 // CreateAcls and DeleteAcls as franz-go's kmsg types), and one file per

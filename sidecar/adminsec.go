@@ -169,18 +169,19 @@ func adminServerOpts(c Config, ln net.Listener) ([]protocol.ServerOpt, net.Liste
 		opts = append(opts, protocol.TLSPrincipal(st.Principal))
 	}
 	if a.usesSASL() {
-		relay := &saslRelay{servers: a.RelayServers, mechanisms: a.Mechanisms}
-		if len(relay.servers) == 0 {
-			relay.servers = c.LocalBootstrapServers
+		servers := a.RelayServers
+		if len(servers) == 0 {
+			servers = c.LocalBootstrapServers
 		}
+		var relayTLS *tls.Config
 		if a.relayProtocol(c) == security.ProtocolSASLSSL {
 			cfg, err := c.Destination.TLSConfig()
 			if err != nil {
 				return nil, nil, fmt.Errorf("sidecar: %s SASL_SSL: %w", KeyAdminSASLRelayProto, err)
 			}
-			relay.tls = cfg
+			relayTLS = cfg
 		}
-		opts = append(opts, protocol.SASL(relay))
+		opts = append(opts, protocol.SASL(protocol.NewSASLRelay(servers, relayTLS, a.Mechanisms)))
 	}
 	return opts, ln, nil
 }

@@ -10,8 +10,7 @@
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), adminsec.go (the admin endpoint's
 // admin.security.protocol, admin.sasl.*, admin.ssl.* and admin.super.users,
-// its server options), saslrelay.go (SASL exchanges of admin clients
-// relayed to the local broker), components.go (wiring; SourceKgoOpts, which
+// its server options), components.go (wiring; SourceKgoOpts, which
 // resolves a mirror's source settings on every connect), sidecar.go
 // (lifecycle and shutdown order), routines.go (tracked goroutines), lock.go
 // (the data.dir lock), statedump.go, metrics.go, logging.go, version.go,

@@ -1,4 +1,4 @@
-package sidecar
+package protocol
 
 import (
 	"bytes"
@@ -14,9 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sidemirror/sidemirror/internal/security"
-	"github.com/sidemirror/sidemirror/protocol"
 )
 
 // saslRelay authenticates admin clients by relaying their SASL exchange to
@@ -36,6 +33,13 @@ type saslRelay struct {
 	mechanisms []string
 }
 
+// NewSASLRelay returns a SASLAuthenticator that relays exchanges of the
+// mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) to the first of the
+// broker addresses that answers, over TLS with tlsCfg unless it is nil.
+func NewSASLRelay(servers []string, tlsCfg *tls.Config, mechanisms []string) SASLAuthenticator {
+	return &saslRelay{servers: servers, tls: tlsCfg, mechanisms: mechanisms}
+}
+
 // relayTimeout bounds each round trip with the broker, dialing included.
 const relayTimeout = 10 * time.Second
 
@@ -44,12 +48,12 @@ const maxRelayFrame = 1 << 20
 
 var errRelayAuth = errors.New("authentication failed")
 
-// Mechanisms implements protocol.SASLAuthenticator.
+// Mechanisms implements SASLAuthenticator.
 func (r *saslRelay) Mechanisms() []string { return r.mechanisms }
 
-// Begin implements protocol.SASLAuthenticator: it connects to the broker
+// Begin implements SASLAuthenticator: it connects to the broker
 // and does the handshake.
-func (r *saslRelay) Begin(ctx context.Context, mechanism string) (protocol.SASLExchange, error) {
+func (r *saslRelay) Begin(ctx context.Context, mechanism string) (SASLExchange, error) {
 	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
 	var errs []error
@@ -110,13 +114,13 @@ type relayExchange struct {
 // rounds is how many SaslAuthenticate round trips the mechanism takes:
 // PLAIN one, SCRAM two (client-first, client-final).
 func rounds(mechanism string) int {
-	if mechanism == security.MechanismPlain {
+	if mechanism == "PLAIN" {
 		return 1
 	}
 	return 2
 }
 
-// Step implements protocol.SASLExchange.
+// Step implements SASLExchange.
 func (e *relayExchange) Step(_ context.Context, token []byte) ([]byte, string, bool, error) {
 	if e.round == 0 {
 		user, err := userOf(e.mechanism, token)
@@ -144,12 +148,12 @@ func (e *relayExchange) Step(_ context.Context, token []byte) ([]byte, string, b
 	}
 	e.round++
 	if e.round == rounds(e.mechanism) {
-		return resp.SASLAuthBytes, security.PrincipalType + ":" + e.user, true, nil
+		return resp.SASLAuthBytes, "User:" + e.user, true, nil
 	}
 	return resp.SASLAuthBytes, "", false, nil
 }
 
-// Close implements protocol.SASLExchange.
+// Close implements SASLExchange.
 func (e *relayExchange) Close() { e.conn.Close() }
 
 // roundTrip sends req and decodes the answer into resp (both of version 1,
@@ -183,7 +187,7 @@ func (e *relayExchange) roundTrip(req kmsg.Request, resp kmsg.Response) error {
 // authcid (an authzid must be empty or the same, as Kafka requires), or
 // SCRAM's n= attribute from the client-first message.
 func userOf(mechanism string, token []byte) (string, error) {
-	if mechanism == security.MechanismPlain {
+	if mechanism == "PLAIN" {
 		parts := bytes.Split(token, []byte{0})
 		if len(parts) != 3 || len(parts[1]) == 0 {
 			return "", fmt.Errorf("%w: malformed PLAIN token", errRelayAuth)
