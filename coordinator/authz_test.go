@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-		"testing"
+	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
