@@ -51,6 +51,10 @@ Option                                  Description
                                           of the destination cluster. Several
                                           may be given, comma-separated; the
                                           first that connects is used.
+--add-acl                               Add ACLs (kafka-acls.sh --add): with
+                                          --cluster-mirror or --cluster,
+                                          --operation and --allow-principal
+                                          or --deny-principal.
 --add-config <String: key=value,...>    Configs of the mirror to set, with
                                           --alter: comma-separated key=value
                                           entries; a value with commas goes
@@ -63,18 +67,32 @@ Option                                  Description
                                           --raft-address, --admin-address).
 --admin-address <String: host:port>     The admin endpoint of the sidecar to
                                           add.
+--allow-host <String: host>             Host of the --allow-principal ACLs
+                                          (default *). Repeatable.
+--allow-principal <String: principal>   Principal (User:name) the ACLs allow.
+                                          Repeatable.
 --alter                                 Alter the configuration of a cluster
                                           mirror (with --add-config,
                                           --add-config-file, --delete-config).
 --broker-id <Integer: broker ID>        The broker ID of the sidecar to add or
                                           remove.
+--cluster                               The ACL resource is the CLUSTER (raft
+                                          membership, ACL changes).
+--cluster-mirror <String: mirror>       The ACL resource is this mirror ('*'
+                                          for every mirror).
 --command-config <String: command       Property file containing configs to be
   config property file>                   passed to the admin client
                                           (client.id, request.timeout.ms,
-                                          security.protocol).
+                                          security.protocol, sasl.mechanism,
+                                          sasl.jaas.config, ssl.truststore.*,
+                                          ssl.keystore.*, ...).
 --create                                Create a new cluster mirror from a
                                           source cluster.
 --delete                                Delete a cluster mirror.
+--deny-host <String: host>              Host of the --deny-principal ACLs
+                                          (default *). Repeatable.
+--deny-principal <String: principal>    Principal (User:name) the ACLs deny.
+                                          Repeatable.
 --delete-config <String: key,...>       Configs of the mirror to remove, with
                                           --alter: comma-separated keys.
 --describe                              Describe a cluster mirror including
@@ -90,6 +108,9 @@ Option                                  Description
 --help                                  Print usage information.
 --json                                  Output description in JSON format
 --list                                  List all cluster mirrors.
+--list-acls                             List ACLs (kafka-acls.sh --list),
+                                          optionally of --cluster-mirror,
+                                          --cluster or --principal.
 --list-sidecars                         List the sidecars of the raft group
                                           and which one leads.
 --mirror <String: mirror>               The name of the cluster mirror. It
@@ -97,12 +118,23 @@ Option                                  Description
                                           .paused.
 --mirror-config <String: mirror config  Property file containing source
   property file>                          cluster configs for mirroring.
+--operation <String: operation>         ACL operation: Create, Delete, Alter,
+                                          Describe, AlterConfigs,
+                                          DescribeConfigs or All. Repeatable.
 --pause                                 Pause mirroring for topics matching
                                           the given patterns.
+--principal <String: principal>        With --list-acls: only this
+                                          principal's ACLs.
 --raft-address <String: host:port>      The raft address of the sidecar to
                                           add.
+--remove-acl                            Remove ACLs (kafka-acls.sh --remove):
+                                          those named, or every ACL of the
+                                          resource.
 --remove-sidecar                        Remove a sidecar from the raft group
                                           (with --broker-id).
+--resource-pattern-type <String: type>  LITERAL (default) or PREFIXED; ANY
+                                          (the default of --list-acls) or
+                                          MATCH to list or remove.
 --reseed                                With --start: re-seed topics whose log
                                           on this cluster diverged from the
                                           source's (failback). Their
