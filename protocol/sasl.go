@@ -168,7 +168,7 @@ func (s *Server) serveAuth(a *connAuth, api API, req Request, log *zap.Logger) (
 		}
 		return resp, nil
 	}
-	if !a.authenticated && !api.Internal {
+	if !a.authenticated && !api.Internal && api.Key != KeyApiVersions {
 		log.Info("closing admin connection: request before SASL authentication", zap.String("api", api.Name))
 		return nil, errors.New("unauthenticated")
 	}
