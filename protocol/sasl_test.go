@@ -17,7 +17,9 @@ type passwordAuth struct{ users map[string]string }
 
 func (a passwordAuth) Mechanisms() []string { return []string{"PLAIN"} }
 
-func (a passwordAuth) Begin(context.Context, string) (SASLExchange, error) { return &passwordExchange{a}, nil }
+func (a passwordAuth) Begin(context.Context, string) (SASLExchange, error) {
+	return &passwordExchange{a}, nil
+}
 
 type passwordExchange struct{ a passwordAuth }
 
