@@ -209,6 +209,17 @@ func TestAdminAuthorization(t *testing.T) {
 		t.Fatalf("mirror-admin describes all: %+v", dr.Mirrors)
 	}
 
+	// IncludeAuthorizedOperations: a bit per operation (Kafka's codes).
+	for _, tc := range []struct {
+		m    sasl.Mechanism
+		want int32
+	}{{monitorUser, 1<<8 | 1<<10}, {adminUser, 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11}} {
+		dr := c.as(tc.m, &protocol.DescribeClusterMirrorsRequest{MirrorNames: []string{"my-mirror"}, IncludeAuthorizedOperations: true}).(*protocol.DescribeClusterMirrorsResponse)
+		if len(dr.Mirrors) != 1 || dr.Mirrors[0].AuthorizedOperations != tc.want {
+			t.Fatalf("%s: authorized operations %+v, want %b", tc.m.Name(), dr.Mirrors, tc.want)
+		}
+	}
+
 	// The monitor reads configs but may not change them or delete.
 	dc := c.as(monitorUser, &protocol.DescribeConfigsRequest{Resources: []protocol.DescribeConfigsResource{
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "my-mirror"}}}).(*protocol.DescribeConfigsResponse)

@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 )
@@ -187,5 +190,70 @@ func TestAdminSecurityValidation(t *testing.T) {
 	}
 	if d := DefaultConfig(); d.Admin.Authorization().Enabled {
 		t.Fatal("the default PLAINTEXT admin endpoint has authorization on")
+	}
+}
+
+// TestAdminSASLSSL serves a SASL_SSL admin endpoint relaying to a kfake
+// broker: a client needs both TLS and its SASL login, and its principal is
+// the SASL user's, not its certificate's.
+func TestAdminSASLSSL(t *testing.T) {
+	pki := newTestPKI(t, pkix.Name{CommonName: "laptop"})
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "ops", "ops-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	cfg := DefaultConfig()
+	cfg.LocalBootstrapServers = broker.ListenAddrs()
+	cfg.Admin.Protocol = security.ProtocolSASLSSL
+	cfg.Admin.RelayProtocol = security.ProtocolSASLPlaintext
+	cfg.Admin.TLS.Stores.KeystoreLocation = pki.serverFile
+	if err := cfg.Admin.validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, ln, err := adminServerOpts(cfg, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &principalHandler{}
+	srv := protocol.NewServer(h, opts...)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-served; !errors.Is(err, protocol.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list := func(opts ...protocol.ClientOpt) error {
+		cl, err := protocol.Dial(ctx, raw.Addr().String(), opts...)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		_, err = cl.Do(ctx, &protocol.ListClusterMirrorsRequest{})
+		return err
+	}
+	tlsOpt := protocol.DialTLSConfig(&tls.Config{RootCAs: pki.caPool, Certificates: []tls.Certificate{pki.client}})
+	login := protocol.SASLMechanism(scram.Auth{User: "ops", Pass: "ops-pw"}.AsSha256Mechanism())
+	if err := list(tlsOpt, login); err != nil {
+		t.Fatalf("TLS and SCRAM: %v", err)
+	}
+	if err := list(tlsOpt); err == nil {
+		t.Fatal("TLS without SASL was served")
+	}
+	if err := list(login); err == nil {
+		t.Fatal("SASL without TLS was served")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if strings.Join(h.principals, ",") != "User:ops" {
+		t.Fatalf("principals %v, want only User:ops", h.principals)
 	}
 }
