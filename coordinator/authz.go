@@ -65,10 +65,6 @@ func (z authorizer) mirror(op acl.Operation, mirror string) bool {
 	return z.allowed(op, acl.ResourceClusterMirror, mirror)
 }
 
-func (z authorizer) cluster(op acl.Operation) bool {
-	return z.allowed(op, acl.ResourceCluster, acl.ClusterName)
-}
-
 // deniedMessage says what the caller lacks.
 func (z authorizer) deniedMessage(op acl.Operation, resourceType int8, name string) string {
 	return fmt.Sprintf("principal %s is not authorized to %s %s %s; an ACL such as kafka-cluster-mirrors --add-acl --allow-principal %s --operation %s %s grants it",
