@@ -132,10 +132,10 @@ func (a *admin) authorize(z authorizer, req protocol.Request) protocol.Response 
 	return nil
 }
 
-// authorizeConfigs splits a config request's resources into those the
-// caller may act on (handled) and the denied ones, answered with
-// CLUSTER_AUTHORIZATION_FAILED; handle handles the allowed ones and the
-// answers are merged in request order.
+// authorizeAlterConfigs splits an IncrementalAlterConfigs request's
+// resources into those the caller may alter (ALTER_CONFIGS) and the denied
+// ones, answered with CLUSTER_AUTHORIZATION_FAILED; handle handles the
+// allowed ones and the answers are merged in request order.
 func (a *admin) authorizeAlterConfigs(z authorizer, r *protocol.IncrementalAlterConfigsRequest,
 	handle func(*protocol.IncrementalAlterConfigsRequest) protocol.Response) protocol.Response {
 	allowed := *r
