@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"go.uber.org/zap"
 )
 
 // passwordAuth accepts PLAIN with one password per user.
@@ -119,5 +122,34 @@ func TestSASLUserOf(t *testing.T) {
 		if got != tc.user || (tc.user == "") != (err != nil) {
 			t.Errorf("userOf(%s, %q) = %q, %v; want %q", tc.mech, tc.token, got, err, tc.user)
 		}
+	}
+}
+
+// TestServerSASLFranzGo logs in with franz-go's own client, which speaks
+// SaslAuthenticate v2 (flexible) after ApiVersions, as Kafka clients do.
+func TestServerSASLFranzGo(t *testing.T) {
+	ts := startServer(t, &principalRecorder{}, SASL(passwordAuth{users: map[string]string{"alice": "pw"}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		pass string
+		ok   bool
+	}{{"pw", true}, {"nope", false}} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(ts.addr), kgo.SASL(plain.Auth{User: "alice", Pass: tc.pass}.AsMechanism()),
+			kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cl.Request(ctx, kmsg.NewPtrApiVersionsRequest())
+		cl.Close()
+		if (err == nil) != tc.ok {
+			t.Fatalf("password %q: %v", tc.pass, err)
+		}
+	}
+	if ts.logs.FilterMessage("admin connection authenticated").Len() != 1 {
+		t.Fatalf("logins logged: %d, want 1", ts.logs.FilterMessage("admin connection authenticated").Len())
+	}
+	if n := ts.logs.FilterMessage("closing admin connection: SASL authentication failed").FilterField(zap.Int16("api-version", 2)).Len(); n == 0 {
+		t.Fatal("the failed login did not use SaslAuthenticate v2")
 	}
 }
