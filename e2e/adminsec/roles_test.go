@@ -248,4 +248,33 @@ func TestKIPRoles(t *testing.T) {
 	if got := listed(t, monitor); len(got) != 0 {
 		t.Fatalf("the monitor lists %v after its ACLs were removed", got)
 	}
+
+	// The PLAIN passwords crossed the relay in the clear: none is in a
+	// sidecar's log or data.dir.
+	for _, s := range env.Sidecars.Sidecars() {
+		logs, err := os.ReadFile(s.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dataDir := filepath.Join(filepath.Dir(s.LogPath()), fmt.Sprintf("sidecar-%d", s.BrokerID))
+		blobs := [][]byte{logs}
+		_ = filepath.WalkDir(dataDir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if b, err := os.ReadFile(p); err == nil {
+					blobs = append(blobs, b)
+				}
+			}
+			return nil
+		})
+		if len(blobs) < 2 {
+			t.Fatalf("no files of sidecar %d under %s", s.BrokerID, dataDir)
+		}
+		for _, b := range blobs {
+			for _, secret := range []string{testbed.Admin.Password, testbed.Alice.Password, "mirror-admin-secret", "monitor-secret", "hunter2"} {
+				if bytes.Contains(b, []byte(secret)) {
+					t.Fatalf("sidecar %d's files hold the password %q", s.BrokerID, secret)
+				}
+			}
+		}
+	}
 }
