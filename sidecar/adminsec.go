@@ -185,3 +185,22 @@ func adminServerOpts(c Config, ln net.Listener) ([]protocol.ServerOpt, net.Liste
 	}
 	return opts, ln, nil
 }
+
+// peerSecurityWarning is the warning logged at start when the admin
+// endpoint is secured but the peers are not (peer.security.protocol
+// PLAINTEXT): the internal APIs are then served on admin.listener to
+// anyone, exempt from SASL and ACLs, and in a group of more than one
+// sidecar the others dial that endpoint without TLS or SASL. The sidecar
+// starts anyway; "" when there is nothing to warn about.
+func peerSecurityWarning(c Config) string {
+	if strings.EqualFold(c.Admin.Protocol, security.ProtocolPlaintext) || c.Peer.SSL() {
+		return ""
+	}
+	internal := "the internal APIs (ApplyCommand, ReadMirrorStates, WriteMirrorStates, DescribeLocalPartitions) stay open to anyone who reaches " + KeyAdminListener
+	if n := len(c.RaftMembers()); n > 1 {
+		return fmt.Sprintf("%s is %s but %s is PLAINTEXT in a group of %d sidecars: %s, and the sidecars reach each other there without TLS or SASL; set %s=SSL on every sidecar",
+			KeyAdminSecurityProtocol, c.Admin.Protocol, KeyPeerSecurityProtocol, n, internal, KeyPeerSecurityProtocol)
+	}
+	return fmt.Sprintf("%s is %s but %s is PLAINTEXT: %s, bypassing the ACLs; set %s=SSL (needed before other sidecars join)",
+		KeyAdminSecurityProtocol, c.Admin.Protocol, KeyPeerSecurityProtocol, internal, KeyPeerSecurityProtocol)
+}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
@@ -255,5 +257,67 @@ func TestAdminSASLSSL(t *testing.T) {
 	defer h.mu.Unlock()
 	if strings.Join(h.principals, ",") != "User:ops" {
 		t.Fatalf("principals %v, want only User:ops", h.principals)
+	}
+}
+
+// TestPeerSecurityWarning checks when a secured admin endpoint without peer
+// security is warned about, and that a sidecar started that way logs the
+// warning once, naming peer.security.protocol=SSL, and runs.
+func TestPeerSecurityWarning(t *testing.T) {
+	sasl := func(peers []RaftPeer, peerProtocol string) Config {
+		c := DefaultConfig()
+		c.LocalBrokerID = 1
+		c.Admin.Protocol, c.Admin.RelayProtocol = security.ProtocolSASLPlaintext, security.ProtocolSASLPlaintext
+		c.RaftPeers, c.Peer.Protocol = peers, peerProtocol
+		return c
+	}
+	three := []RaftPeer{{1, "10.0.0.1:9192"}, {2, "10.0.0.2:9192"}, {3, "10.0.0.3:9192"}}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want []string // substrings; nil: no warning
+	}{
+		{"the default", DefaultConfig(), nil},
+		{"SASL with peer TLS", sasl(three, "SSL"), nil},
+		{"SASL, PLAINTEXT peers, three sidecars", sasl(three, "PLAINTEXT"),
+			[]string{"admin.security.protocol is SASL_PLAINTEXT", "group of 3 sidecars", "internal APIs", "set peer.security.protocol=SSL on every sidecar"}},
+		{"SASL, PLAINTEXT peers, alone", sasl(nil, "PLAINTEXT"),
+			[]string{"admin.security.protocol is SASL_PLAINTEXT", "internal APIs", "bypassing the ACLs", "set peer.security.protocol=SSL"}},
+	} {
+		got := peerSecurityWarning(tc.cfg)
+		if tc.want == nil && got != "" {
+			t.Errorf("%s: warning %q, want none", tc.name, got)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: warning %q, want it to say %q", tc.name, got, w)
+			}
+		}
+	}
+
+	// A sidecar with a SASL_PLAINTEXT admin endpoint and PLAINTEXT peers
+	// starts and logs the warning once.
+	cfg := testConfig(t, t.TempDir())
+	cfg.AdminListener, cfg.RaftListener = "127.0.0.1:0", freeAddr(t)
+	cfg.Admin.Protocol, cfg.Admin.RelayProtocol = security.ProtocolSASLPlaintext, security.ProtocolSASLPlaintext
+	core, logs := observer.New(zap.WarnLevel)
+	sc, err := New(cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-sc.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready after 10 s")
+	}
+	warned := logs.FilterMessageSnippet("set peer.security.protocol=SSL").Len()
+	if warned != 1 {
+		t.Fatalf("%d start warnings naming peer.security.protocol=SSL, want 1; warnings: %v", warned, logs.All())
 	}
 }

@@ -164,6 +164,9 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	if err != nil {
 		return nil, err
 	}
+	if w := peerSecurityWarning(s.cfg); w != "" {
+		s.log.Warn(w)
+	}
 	c.admin = protocol.NewServer(handler, append(secOpts, protocol.Logger(s.log.Named("admin")),
 		protocol.MaxConnections(s.cfg.Limits.AdminMaxConnections),
 		protocol.MaxQueuedBytes(s.cfg.Limits.AdminQueuedBytes),
