@@ -205,6 +205,11 @@ var apis = []API{
 	},
 }
 
+func init() {
+	apis = append(apis, kafkaAPIs...)
+	slices.SortFunc(apis, func(a, b API) int { return int(a.Key) - int(b.Key) })
+}
+
 // APIs returns the registry, sorted by key.
 func APIs() []API { return slices.Clone(apis) }
 

@@ -143,6 +143,7 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		Logger:       s.log,
 
 		StateStore:      c.states,
+		Authorization:   s.cfg.Admin.Authorization(),
 		FailoverTimeout: s.cfg.FailoverTimeout,
 		StatePartitions: s.cfg.StatePartitions,
 		Registerer:      s.reg,
@@ -161,12 +162,18 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	if c.peerLayer != nil {
 		handler = raftnode.PeerGuard(svc, s.log.Named("admin"))
 	}
-	c.admin = protocol.NewServer(handler, protocol.Logger(s.log.Named("admin")),
+	secOpts, ln, err := adminServerOpts(s.cfg, c.adminLn)
+	if err != nil {
+		return nil, err
+	}
+	if w := peerSecurityWarning(s.cfg); w != "" {
+		s.log.Warn(w)
+	}
+	c.admin = protocol.NewServer(handler, append(secOpts, protocol.Logger(s.log.Named("admin")),
 		protocol.MaxConnections(s.cfg.Limits.AdminMaxConnections),
 		protocol.MaxQueuedBytes(s.cfg.Limits.AdminQueuedBytes),
 		protocol.ReadTimeout(s.cfg.Limits.IdleTimeout),
-		protocol.PeerAPIsOnly(c.peerLayer != nil))
-	ln := c.adminLn
+		protocol.PeerAPIsOnly(c.peerLayer != nil))...)
 	s.routines.Go("admin-server", func() {
 		if err := c.admin.Serve(ln); err != nil && !errors.Is(err, protocol.ErrServerClosed) {
 			failed <- fmt.Errorf("sidecar: %s %s: %w", KeyAdminListener, ln.Addr(), err)

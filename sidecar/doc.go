@@ -9,7 +9,9 @@
 // Files: config.go (keys, defaults, validation; ${env:...} and ${file:...}
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), peer.go (peer.* and the listeners' bounds; the
-// peer stream layer of peer.security.protocol=SSL), components.go (wiring; SourceKgoOpts, which
+// peer stream layer of peer.security.protocol=SSL), adminsec.go (the admin
+// endpoint's admin.security.protocol, admin.sasl.*, admin.ssl.* and
+// admin.super.users, its server options), components.go (wiring; SourceKgoOpts, which
 // resolves a mirror's source settings on every connect), sidecar.go
 // (lifecycle and shutdown order), readyz.go (the /readyz checks),
 // notify.go (systemd's Type=notify: READY=1 once a raft member that

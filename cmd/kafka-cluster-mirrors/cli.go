@@ -13,12 +13,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sidemirror/sidemirror/internal/properties"
+	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
 // The actions, in the order the error messages list them.
 var actions = []string{"create", "delete", "describe", "list", "start", "stop", "pause", "resume", "alter",
-	"add-sidecar", "remove-sidecar", "list-sidecars"}
+	"add-sidecar", "remove-sidecar", "list-sidecars", "add-acl", "list-acls", "remove-acl"}
 
 // sidecarActions change or list the raft group; they take no --mirror.
 var sidecarActions = map[string]bool{"add-sidecar": true, "remove-sidecar": true, "list-sidecars": true}
@@ -50,6 +51,10 @@ Option                                  Description
                                           of the destination cluster. Several
                                           may be given, comma-separated; the
                                           first that connects is used.
+--add-acl                               Add ACLs (kafka-acls.sh --add): with
+                                          --cluster-mirror or --cluster,
+                                          --operation and --allow-principal
+                                          or --deny-principal.
 --add-config <String: key=value,...>    Configs of the mirror to set, with
                                           --alter: comma-separated key=value
                                           entries; a value with commas goes
@@ -62,18 +67,32 @@ Option                                  Description
                                           --raft-address, --admin-address).
 --admin-address <String: host:port>     The admin endpoint of the sidecar to
                                           add.
+--allow-host <String: host>             Host of the --allow-principal ACLs
+                                          (default *). Repeatable.
+--allow-principal <String: principal>   Principal (User:name) the ACLs allow.
+                                          Repeatable.
 --alter                                 Alter the configuration of a cluster
                                           mirror (with --add-config,
                                           --add-config-file, --delete-config).
 --broker-id <Integer: broker ID>        The broker ID of the sidecar to add or
                                           remove.
+--cluster                               The ACL resource is the CLUSTER (raft
+                                          membership, ACL changes).
+--cluster-mirror <String: mirror>       The ACL resource is this mirror ('*'
+                                          for every mirror).
 --command-config <String: command       Property file containing configs to be
   config property file>                   passed to the admin client
                                           (client.id, request.timeout.ms,
-                                          security.protocol).
+                                          security.protocol, sasl.mechanism,
+                                          sasl.jaas.config, ssl.truststore.*,
+                                          ssl.keystore.*, ...).
 --create                                Create a new cluster mirror from a
                                           source cluster.
 --delete                                Delete a cluster mirror.
+--deny-host <String: host>              Host of the --deny-principal ACLs
+                                          (default *). Repeatable.
+--deny-principal <String: principal>    Principal (User:name) the ACLs deny.
+                                          Repeatable.
 --delete-config <String: key,...>       Configs of the mirror to remove, with
                                           --alter: comma-separated keys.
 --describe                              Describe a cluster mirror including
@@ -89,6 +108,9 @@ Option                                  Description
 --help                                  Print usage information.
 --json                                  Output description in JSON format
 --list                                  List all cluster mirrors.
+--list-acls                             List ACLs (kafka-acls.sh --list),
+                                          optionally of --cluster-mirror,
+                                          --cluster or --principal.
 --list-sidecars                         List the sidecars of the raft group
                                           and which one leads.
 --mirror <String: mirror>               The name of the cluster mirror. It
@@ -96,12 +118,23 @@ Option                                  Description
                                           .paused.
 --mirror-config <String: mirror config  Property file containing source
   property file>                          cluster configs for mirroring.
+--operation <String: operation>         ACL operation: Create, Delete, Alter,
+                                          Describe, AlterConfigs,
+                                          DescribeConfigs or All. Repeatable.
 --pause                                 Pause mirroring for topics matching
                                           the given patterns.
+--principal <String: principal>        With --list-acls: only this
+                                          principal's ACLs.
 --raft-address <String: host:port>      The raft address of the sidecar to
                                           add.
+--remove-acl                            Remove ACLs (kafka-acls.sh --remove):
+                                          those named, or every ACL of the
+                                          resource.
 --remove-sidecar                        Remove a sidecar from the raft group
                                           (with --broker-id).
+--resource-pattern-type <String: type>  LITERAL (default) or PREFIXED; ANY
+                                          (the default of --list-acls) or
+                                          MATCH to list or remove.
 --reseed                                With --start: re-seed topics whose log
                                           on this cluster diverged from the
                                           source's (failback). Their
@@ -149,6 +182,12 @@ type Config struct {
 	MirrorConfig   []properties.Property // --mirror-config's entries, in file order
 	ClientID       string                // client.id of --command-config
 	RequestTimeout time.Duration         // request.timeout.ms of --command-config
+	// Security holds the client security keys of --command-config
+	// (security.protocol, sasl.*, ssl.*; security.go); the zero value is
+	// PLAINTEXT.
+	Security security.ClientConfig
+
+	ACL aclFlags // --add-acl, --list-acls, --remove-acl (acls.go)
 }
 
 // configFromFlags copies the parsed flags into a Config.
@@ -173,6 +212,7 @@ func configFromFlags(c *cli.Context) Config {
 		brokerIDGiven: c.IsSet("broker-id"),
 		RaftAddress:   c.String("raft-address"),
 		AdminAddress:  c.String("admin-address"),
+		ACL:           aclFlagsFrom(c),
 	}
 	if name := c.String("entity-name"); name != "" {
 		if cfg.Mirror != "" && cfg.Mirror != name {
@@ -237,8 +277,11 @@ func (cfg *Config) Validate() error {
 	if err := cfg.validateAdmin(); err != nil {
 		return err
 	}
+	if err := cfg.validateACL(); err != nil {
+		return err
+	}
 	switch {
-	case a != "list" && a != "describe" && !sidecarActions[a] && cfg.Mirror == "":
+	case a != "list" && a != "describe" && !sidecarActions[a] && !aclActions[a] && cfg.Mirror == "":
 		return fmt.Errorf("--%s requires --mirror", a)
 	case a == "list" && cfg.Mirror != "":
 		return errors.New("--mirror is not valid with --list")
@@ -278,12 +321,10 @@ func (cfg *Config) Load() error {
 						cfg.CommandConfigPath, p.Line, p.Value)
 				}
 				cfg.RequestTimeout = time.Duration(ms) * time.Millisecond
-			case "security.protocol":
-				if !strings.EqualFold(p.Value, "PLAINTEXT") {
-					return fmt.Errorf("--command-config %s: line %d: security.protocol=%s is not supported by this version of kafka-cluster-mirrors; only PLAINTEXT admin endpoints are, so remove the setting or use PLAINTEXT",
-						cfg.CommandConfigPath, p.Line, p.Value)
-				}
 			}
+		}
+		if err := cfg.loadSecurity(props); err != nil {
+			return err
 		}
 	}
 	if err := cfg.loadAlter(); err != nil {
@@ -324,7 +365,8 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return fmt.Errorf("%w (see --help)", err)
 		},
-		Flags: []cli.Flag{
+		DisableSliceFlagSeparator: true, // a principal may hold commas (User:CN=a,O=b)
+		Flags: append(aclCLIFlags(),
 			&cli.StringFlag{Name: "add-config"},
 			&cli.StringFlag{Name: "add-config-file"},
 			&cli.BoolFlag{Name: "add-sidecar"},
@@ -355,7 +397,7 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.BoolFlag{Name: "stop"},
 			&cli.StringFlag{Name: "topics", Aliases: []string{"topic"}}, // --topic: the KIP's DR example
 			&cli.BoolFlag{Name: "version"},
-		},
+		),
 		Action: func(c *cli.Context) error {
 			// --help never gets here: urfave/cli prints the help template.
 			switch {
@@ -388,6 +430,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := 0
 	if err := newApp(stdout, stderr, &code).RunContext(ctx, args); err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
+		if errors.Is(err, errSettings) {
+			return 2
+		}
 		return 1
 	}
 	return code
@@ -396,9 +441,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // connect dials the bootstrap servers in order and returns the first
 // connection that succeeds.
 func connect(ctx context.Context, cfg Config) (*protocol.Client, error) {
+	opts, err := cfg.clientOpts()
+	if err != nil {
+		return nil, err
+	}
 	var errs []string
 	for _, addr := range cfg.BootstrapServers {
-		cl, err := protocol.Dial(ctx, addr, protocol.DialTimeout(dialTimeout), protocol.ClientID(cfg.ClientID))
+		cl, err := protocol.Dial(ctx, addr, opts...)
 		if err == nil {
 			return cl, nil
 		}

@@ -557,13 +557,13 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "no action",
 			args:     []string{"--mirror", "m"},
-			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar or --list-sidecars\n",
+			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls or --remove-acl\n",
 			wantCode: 1,
 		},
 		{
 			name:     "two actions",
 			args:     []string{"--create", "--delete", "--mirror", "m"},
-			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar and --list-sidecars\n",
+			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls and --remove-acl\n",
 			wantCode: 1,
 		},
 		{
@@ -690,10 +690,22 @@ func TestBootstrapServers(t *testing.T) {
 		t.Errorf("all servers down: %d %q", code, errOut)
 	}
 
-	ssl := writeFile(t, "ssl.properties", "security.protocol=SSL\n")
-	_, errOut, code = runCLI(t, "--bootstrap-server", addr, "--command-config", ssl, "--list")
-	want := "Error: --command-config " + ssl + ": line 1: security.protocol=SSL is not supported by this version of kafka-cluster-mirrors; only PLAINTEXT admin endpoints are, so remove the setting or use PLAINTEXT\n"
-	if code != 1 || errOut != want {
-		t.Errorf("SSL command-config: %d %q", code, errOut)
+	// Settings that are refused at validation exit with 2, naming the key,
+	// and never connect.
+	before := len(h.requests())
+	for _, tc := range []struct{ file, want string }{
+		{"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.jaas.config=x\n", "config: sasl.mechanism: \"GSSAPI\" (Kerberos) is not supported"},
+		{"security.protocol=SSL\nssl.cipher.suites=TLS_AES_128_GCM_SHA256\n", "line 2: ssl.cipher.suites is not a client security setting kafka-cluster-mirrors supports"},
+		{"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "config: sasl.jaas.config: is missing"},
+		{"security.protocol=TLS\n", "config: security.protocol: \"TLS\" is not supported"},
+	} {
+		cc := writeFile(t, "refused.properties", tc.file)
+		_, errOut, code := runCLI(t, "--bootstrap-server", addr, "--command-config", cc, "--list")
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "hunter2") {
+			t.Errorf("--command-config %q: exit %d, %q; want 2 and %q", tc.file, code, errOut, tc.want)
+		}
+	}
+	if n := len(h.requests()); n != before {
+		t.Errorf("refused settings still sent %d requests", n-before)
 	}
 }

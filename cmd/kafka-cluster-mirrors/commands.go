@@ -53,6 +53,12 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 		err = removeSidecar(ctx, cl, dial, int32(cfg.BrokerID), stdout)
 	case "list-sidecars":
 		err = listSidecars(ctx, cl, stdout)
+	case "add-acl":
+		err = addACLs(ctx, cl, cfg.ACL, stdout)
+	case "list-acls":
+		err = listACLs(ctx, cl, cfg.ACL, stdout)
+	case "remove-acl":
+		err = removeACLs(ctx, cl, cfg.ACL, stdout)
 	default:
 		err = fmt.Errorf("unknown action %q", cfg.Action)
 	}
