@@ -108,6 +108,13 @@ func (a AdminSecurity) validate(c Config) error {
 		if err := a.TLS.Validate(); err != nil {
 			return err
 		}
+		// With PLAINTEXT peers the other sidecars reach this one's internal
+		// APIs on admin.listener, without TLS: forwarded writes, the describe
+		// fan-out and the liveness probes would all fail.
+		if n := len(c.RaftMembers()); n > 1 && !c.Peer.SSL() {
+			return configErr(KeyAdminSecurityProtocol, "%s with %s=PLAINTEXT cannot work in a group of %d sidecars: they dial each other's admin endpoint without TLS; set %s=SSL on every sidecar (their internal APIs then use raft.listener)",
+				a.Protocol, KeyPeerSecurityProtocol, n, KeyPeerSecurityProtocol)
+		}
 	}
 	if !a.usesSASL() {
 		return nil

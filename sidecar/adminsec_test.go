@@ -175,6 +175,9 @@ func TestAdminSecurityValidation(t *testing.T) {
 			{Key: KeyAdminSASLMechanisms, Value: "GSSAPI"}}, `admin.sasl.enabled.mechanisms: "GSSAPI" is not supported`},
 		{[]Property{{Key: KeyAdminSecurityProtocol, Value: "SSL"}}, "admin.ssl.keystore.location: is missing"},
 		{[]Property{{Key: KeyAdminSuperUsers, Value: "admin"}}, `admin.super.users: "admin" is not a principal`},
+		{[]Property{{Key: KeyAdminSecurityProtocol, Value: "SASL_SSL"}, {Key: "admin.ssl.keystore.location", Value: "/etc/sidemirror/admin.p12"},
+			{Key: KeyRaftListener, Value: "127.0.0.1:9192"}, {Key: KeyRaftPeers, Value: "1@127.0.0.1:9192,2@127.0.0.1:9292"}},
+			"admin.security.protocol: SASL_SSL with peer.security.protocol=PLAINTEXT cannot work in a group of 2 sidecars"},
 	} {
 		_, err := ParseConfig(append(append([]Property{}, base...), tc.props...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
