@@ -9,7 +9,10 @@
 #     multi-host test bed's network namespaces, links and bandwidth limits)
 #   - Go modules of go.mod and tools/go.mod, and staticcheck for `make lint`
 #   - Apache Kafka's jars, resolved by Maven from Maven Central into
-#     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version)
+#     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version),
+#     and MirrorMaker 2's of the same version (connect-mirror, connect-runtime
+#     and their dependencies, for make failover-compare) into
+#     ~/.cache/sidemirror/mirrormaker2/<version>
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
