@@ -22,8 +22,11 @@
 //     kafka-cluster-mirrors --stop (docs/runbooks.md, runbook 1), MM2 is
 //     stopped;
 //   - unplanned: every source node is killed with SIGKILL during a burst
-//     of produce requests, while both tools and their offset syncs lag; then
-//     the same stop on each tool (runbook 2; MM2 gets 10 s, then SIGKILL).
+//     of produce requests, while both tools and their offset syncs lag (MM2
+//     lags by itself; sidemirror's sidecars, which otherwise keep up, are
+//     frozen with SIGSTOP for the last 8000 acknowledged records and thawed
+//     after the kill); then the same stop on each tool (runbook 2; MM2 gets
+//     10 s, then SIGKILL).
 //
 // The group then starts on each destination with the offsets the tool
 // synced and reads to the end. Count (count.go) compares by record id:
