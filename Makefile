@@ -4,6 +4,8 @@
 #   make test   set up a fresh machine and run every test (unit, integration, e2e)
 #   make bench  Go benchmarks of the data plane, then the end-to-end mirroring
 #               benchmark on real Kafka (BENCH_ARGS, e.g. -records 2000000 -codec lz4)
+#   make failover-compare  a consumer group's failover with sidemirror and with
+#               MirrorMaker 2: records re-read and skipped (docs/failover-compare.md)
 #   make release  release archives, .deb and .rpm packages in dist/ (reproducible)
 
 SHELL       := bash
