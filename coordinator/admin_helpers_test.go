@@ -83,6 +83,7 @@ type sidecarCluster struct {
 	admin  map[int32]string // admin endpoint by ID
 	svcs   map[int32]*Service
 	planes map[int32]*fakeDataPlane
+	dial   SourceDialer // nil: testSourceDialer
 }
 
 func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
@@ -126,10 +127,14 @@ func (c *sidecarCluster) startSidecar(id int32) {
 		t.Fatal(err)
 	}
 	plane := &fakeDataPlane{}
+	dial := c.dial
+	if dial == nil {
+		dial = testSourceDialer
+	}
 	svc, err := NewService(ServiceConfig{
 		BrokerID: id, Node: n, Peers: peers, Destination: NewDestination(dest, ""), DestClient: dest,
 		NewDataPlane: func(DataPlaneEvents, fetcher.OffsetMaps) (DataPlane, error) { return plane, nil },
-		SourceDialer: testSourceDialer, Logger: zaptest.NewLogger(t),
+		SourceDialer: dial, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
