@@ -46,8 +46,17 @@ func TestSourceKgoOptsSecretReferences(t *testing.T) {
 		}
 	}
 
-	for _, ref := range []string{"${file:" + file + ":password}", "${env:" + envName + "}"} {
-		opts, err := SourceKgoOpts(config(ref))
+	// The whole JAAS config may come from a file too, as runbook 3 of
+	// docs/runbooks.md writes it.
+	jaasFile := filepath.Join(dir, "secrets.properties")
+	if err := os.WriteFile(jaasFile, []byte(`b.jaas=org.apache.kafka.common.security.scram.ScramLoginModule required username="`+user+`" password="`+secret+`";`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wholeJAAS := config("")
+	wholeJAAS["sasl.jaas.config"] = "${file:" + jaasFile + ":b.jaas}"
+	for _, cfg := range []map[string]string{config("${file:" + file + ":password}"), config("${env:" + envName + "}"), wholeJAAS} {
+		ref := cfg["sasl.jaas.config"]
+		opts, err := SourceKgoOpts(cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", ref, err)
 		}
