@@ -156,7 +156,7 @@ func errString(f zapcore.Field) string {
 // (the secret is read, as when the sidecar connects) and checks every place
 // that keeps or prints the config: the controller state and its raft
 // snapshot keep the reference and not the secret, and the create, describe
-// and DescribeConfigs responses and a refused create show neither the
+// and DescribeConfigs responses and a refused create or alter show neither the
 // secret nor the value around the reference.
 func TestSecretReferenceNeverStoredOrShown(t *testing.T) {
 	const secret = "Vb7-unit-stored-secret-Qw2"
@@ -203,6 +203,12 @@ func TestSecretReferenceNeverStoredOrShown(t *testing.T) {
 	refused := c.do(1, &protocol.CreateClusterMirrorRequest{MirrorName: "m2", Config: cfgs(bad)}).(*protocol.CreateClusterMirrorResponse)
 	show(refused)
 	wantCode(t, "a create whose reference names a missing key", refused.ErrorCode, refused.ErrorMessage, 40, "sasl.jaas.config", `has no key "nokey"`)
+
+	// An alter to a reference that does not resolve is refused the same
+	// way, and the stored config stays as it was.
+	altered := alterOne(t, c, 1, "m", false, set("sasl.jaas.config", bad))
+	show(altered)
+	wantCode(t, "an alter whose reference names a missing key", altered.ErrorCode, altered.ErrorMessage, 40, "sasl.jaas.config", `has no key "nokey"`)
 
 	describe := c.do(1, &protocol.DescribeClusterMirrorsRequest{}).(*protocol.DescribeClusterMirrorsResponse)
 	show(describe)
