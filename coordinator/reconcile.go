@@ -78,6 +78,9 @@ type reconciler struct {
 
 	kick     chan struct{}    // asks the loop to run now
 	lastPass prometheus.Gauge // when the last pass ended
+	// blockedParts counts, by mirror, the partitions FAILED here because
+	// the mirror's source config cannot be used on this sidecar.
+	blockedParts *prometheus.GaugeVec
 
 	mu         sync.Mutex
 	running    map[fetcher.Partition]*owned // partitions driven on the data plane, with their states
@@ -109,6 +112,10 @@ func newReconciler(r *reconciler) *reconciler {
 		Name: "sidemirror_reconcile_last_pass_timestamp_seconds",
 		Help: "When this sidecar last finished checking which mirror partitions it drives (every few seconds and on every change).",
 	})
+	r.blockedParts = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sidemirror_source_config_failed_partitions",
+		Help: "Partitions this sidecar should drive but shows FAILED because the mirror's source config cannot be used here (a ${file:} or ${env:} reference that does not resolve, say).",
+	}, []string{"mirror"})
 	return r
 }
 
@@ -129,6 +136,11 @@ func (r *reconciler) run(ctx context.Context) {
 			r.log.Warn("reconcile metrics are not exported", zap.Error(err))
 		} else {
 			defer r.reg.Unregister(r.lastPass)
+		}
+		if err := r.reg.Register(r.blockedParts); err != nil {
+			r.log.Warn("source config metrics are not exported", zap.Error(err))
+		} else {
+			defer r.reg.Unregister(r.blockedParts)
 		}
 	}
 	tick := time.NewTicker(r.interval)
@@ -203,6 +215,10 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 		}
 	}
 	r.blocked = blocked
+	r.blockedParts.Reset()
+	for p := range blocked {
+		r.blockedParts.WithLabelValues(p.Mirror).Inc()
+	}
 	for p := range r.running {
 		if !want[p] {
 			toStop = append(toStop, p)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -116,6 +117,9 @@ func TestUnresolvableSourceReference(t *testing.T) {
 					t.Fatalf("partition %d: error %q shows the value around the reference", d.PartitionIndex, msg)
 				}
 			}
+			if got := blockedGauge(t, r); len(got) != 1 || got["m"] != 2 {
+				t.Fatalf("sidemirror_source_config_failed_partitions = %v, want 2 for mirror m", got)
+			}
 			if n := logs.FilterMessageSnippet("cannot configure the source client").Len(); n != 1 {
 				t.Fatalf("%d log lines about the source config over two passes, want 1", n)
 			}
@@ -126,6 +130,9 @@ func TestUnresolvableSourceReference(t *testing.T) {
 			}
 			if got := plane.takeStarted(); len(got) != 2 {
 				t.Fatalf("after the secret appeared, started %v, want both partitions of t", got)
+			}
+			if got := blockedGauge(t, r); len(got) != 0 {
+				t.Fatalf("after the secret appeared, sidemirror_source_config_failed_partitions = %v, want no series", got)
 			}
 			if rows := r.LocalRows(nil); len(rows) != 0 {
 				t.Fatalf("after the secret appeared, local rows = %+v, want none (the scripted data plane reports nothing)", rows)
@@ -141,6 +148,27 @@ func TestUnresolvableSourceReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockedGauge gathers sidemirror_source_config_failed_partitions: value by
+// mirror.
+func blockedGauge(t *testing.T, r *reconciler) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(r.blockedParts); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 // errString returns the message of an error field, else "".
