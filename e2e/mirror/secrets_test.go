@@ -195,7 +195,16 @@ func TestSecretFileReference(t *testing.T) {
 	if !strings.Contains(reason, "sasl.jaas.config") || !strings.Contains(reason, ref) || strings.Contains(reason, password) || strings.Contains(reason, user.Name) {
 		t.Fatalf("the FAILED reason %q does not name the key and the reference, or shows the value", reason)
 	}
-	t.Logf("without the secret file: %s-0 FAILED: %s", topic, reason)
+	page, err := sc.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedGauge := metricValue(page, `sidemirror_source_config_failed_partitions{mirror="`+mirror+`"}`)
+	if failedGauge < 1 {
+		t.Fatalf("sidemirror_source_config_failed_partitions of %s on sidecar %d is %v, want >= 1:\n%s", mirror, owner, failedGauge,
+			grepMetrics(page, "sidemirror_source_config_failed_partitions"))
+	}
+	t.Logf("without the secret file: %s-0 FAILED (%v partition(s) in sidemirror_source_config_failed_partitions): %s", topic, failedGauge, reason)
 	produce(600, 100)
 	if err := os.Rename(away, secretFile); err != nil {
 		t.Fatal(err)
