@@ -87,6 +87,7 @@ type sidecarCluster struct {
 	// (newSecureSidecarCluster).
 	authz      Authorization
 	serverOpts []protocol.ServerOpt
+	dial       SourceDialer // nil: testSourceDialer
 }
 
 func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
@@ -143,10 +144,14 @@ func (c *sidecarCluster) startSidecar(id int32) {
 		t.Fatal(err)
 	}
 	plane := &fakeDataPlane{}
+	dial := c.dial
+	if dial == nil {
+		dial = testSourceDialer
+	}
 	svc, err := NewService(ServiceConfig{
 		BrokerID: id, Node: n, Peers: peers, Destination: NewDestination(dest, ""), DestClient: dest,
 		NewDataPlane: func(DataPlaneEvents, fetcher.OffsetMaps) (DataPlane, error) { return plane, nil },
-		SourceDialer: testSourceDialer, Logger: zaptest.NewLogger(t), Authorization: c.authz,
+		SourceDialer: dial, Logger: zaptest.NewLogger(t), Authorization: c.authz,
 	})
 	if err != nil {
 		t.Fatal(err)

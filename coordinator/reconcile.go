@@ -78,10 +78,15 @@ type reconciler struct {
 
 	kick     chan struct{}    // asks the loop to run now
 	lastPass prometheus.Gauge // when the last pass ended
+	// blockedParts counts, by mirror, the partitions FAILED here because
+	// the mirror's source config cannot be used on this sidecar.
+	blockedParts *prometheus.GaugeVec
 
 	mu         sync.Mutex
 	running    map[fetcher.Partition]*owned // partitions driven on the data plane, with their states
 	sources    map[string]string            // mirror -> fingerprint of its source config
+	sourceErr  map[string]string            // mirror -> why its source config cannot be used here
+	blocked    map[fetcher.Partition]string // partitions to drive that wait for their mirror's source config, with the reason
 	settings   map[string]string            // mirror -> its data plane settings as last set
 	retries    map[fetcher.Partition]*retryState
 	restartGen map[string]int64 // RestartGen of each topic seen by reconcile
@@ -98,6 +103,8 @@ func newReconciler(r *reconciler) *reconciler {
 	r.kick = make(chan struct{}, 1)
 	r.running = map[fetcher.Partition]*owned{}
 	r.sources = map[string]string{}
+	r.sourceErr = map[string]string{}
+	r.blocked = map[fetcher.Partition]string{}
 	r.settings = map[string]string{}
 	r.retries = map[fetcher.Partition]*retryState{}
 	r.restartGen = map[string]int64{}
@@ -105,6 +112,10 @@ func newReconciler(r *reconciler) *reconciler {
 		Name: "sidemirror_reconcile_last_pass_timestamp_seconds",
 		Help: "When this sidecar last finished checking which mirror partitions it drives (every few seconds and on every change).",
 	})
+	r.blockedParts = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sidemirror_source_config_failed_partitions",
+		Help: "Partitions this sidecar should drive but shows FAILED because the mirror's source config cannot be used here (a ${file:} or ${env:} reference that does not resolve, say).",
+	}, []string{"mirror"})
 	return r
 }
 
@@ -125,6 +136,11 @@ func (r *reconciler) run(ctx context.Context) {
 			r.log.Warn("reconcile metrics are not exported", zap.Error(err))
 		} else {
 			defer r.reg.Unregister(r.lastPass)
+		}
+		if err := r.reg.Register(r.blockedParts); err != nil {
+			r.log.Warn("source config metrics are not exported", zap.Error(err))
+		} else {
+			defer r.reg.Unregister(r.blockedParts)
 		}
 	}
 	tick := time.NewTicker(r.interval)
@@ -186,10 +202,22 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 
 	r.mu.Lock()
 	var toStart, toStop []fetcher.Partition
+	blocked := map[fetcher.Partition]string{}
 	for p := range want {
 		if r.running[p] == nil {
+			if reason := r.sourceErr[p.Mirror]; reason != "" {
+				// Not startable here until the source config resolves:
+				// FAILED with the reason; every pass tries again.
+				blocked[p] = reason
+				continue
+			}
 			toStart = append(toStart, p)
 		}
+	}
+	r.blocked = blocked
+	r.blockedParts.Reset()
+	for p := range blocked {
+		r.blockedParts.WithLabelValues(p.Mirror).Inc()
 	}
 	for p := range r.running {
 		if !want[p] {
@@ -367,15 +395,43 @@ func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 		}
 		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps)))
 	}
+	for p, reason := range r.blockedRows() {
+		if len(mirrors) > 0 && !slices.Contains(mirrors, p.Mirror) {
+			continue
+		}
+		if byMirror[p.Mirror] == nil {
+			byMirror[p.Mirror] = map[string][]protocol.PartitionDetail{}
+		}
+		d := r.detail(fetcher.PartitionStatus{Partition: p, SourceHighWatermark: -1, DestinationLogEndOffset: -1, Lag: -1, LastError: reason},
+			partstate.Failed)
+		byMirror[p.Mirror][p.Topic] = append(byMirror[p.Mirror][p.Topic], d)
+	}
 	var out []protocol.DescribedMirror
 	for _, m := range sortedKeys(byMirror) {
 		var dm protocol.DescribedMirror
 		dm.Default()
 		dm.MirrorName = m
 		for _, t := range sortedKeys(byMirror[m]) {
-			dm.Topics = append(dm.Topics, protocol.DescribedTopic{TopicName: t, Partitions: byMirror[m][t]})
+			parts := byMirror[m][t]
+			slices.SortFunc(parts, func(a, b protocol.PartitionDetail) int { return int(a.PartitionIndex) - int(b.PartitionIndex) })
+			dm.Topics = append(dm.Topics, protocol.DescribedTopic{TopicName: t, Partitions: parts})
 		}
 		out = append(out, dm)
+	}
+	return out
+}
+
+// blockedRows returns the partitions this sidecar would drive but cannot,
+// because their mirror's source config does not resolve or is refused here,
+// with the reason.
+func (r *reconciler) blockedRows() map[fetcher.Partition]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[fetcher.Partition]string, len(r.blocked))
+	for p, reason := range r.blocked {
+		if r.running[p] == nil {
+			out[p] = reason
+		}
 	}
 	return out
 }
@@ -459,15 +515,31 @@ func (r *reconciler) syncSources(st *fsm.State) {
 			}
 			continue
 		}
+		// dial resolves the config's ${file:...} and ${env:...}
+		// references here, in this sidecar's environment. Its errors name
+		// the key and the reference, never a value.
 		opts, err := r.dial(cfg)
 		if err == nil {
 			err = r.dp.SetMirror(name, opts, settings)
 		}
 		if err != nil {
-			r.log.Error("cannot configure the source client of a mirror", zap.String("mirror", name), zap.Error(err))
+			reason := "the mirror's source config cannot be used on this sidecar: " + err.Error()
+			if r.sourceErr[name] != reason { // logged once per reason, retried every pass
+				r.log.Error("cannot configure the source client of a mirror; retrying on every pass", zap.String("mirror", name), zap.Error(err))
+			}
+			r.sourceErr[name] = reason
 			continue
 		}
+		if _, ok := r.sourceErr[name]; ok {
+			r.log.Info("the source config of a mirror can be used again", zap.String("mirror", name))
+			delete(r.sourceErr, name)
+		}
 		r.sources[name], r.settings[name] = fp, sfp
+	}
+	for name := range r.sourceErr {
+		if _, ok := st.Mirrors[name]; !ok {
+			delete(r.sourceErr, name)
+		}
 	}
 	for name := range r.sources {
 		if _, ok := st.Mirrors[name]; !ok {
