@@ -68,6 +68,27 @@ var mirrorKeys = map[string]struct {
 		}
 		return nil
 	}},
+	RetryBackoffKey: {"100", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 3_600_000 {
+			return fmt.Errorf("%q is not a backoff in milliseconds from 1 to 3600000", v)
+		}
+		return nil
+	}},
+	RetryBackoffMaxKey: {"300000", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 86_400_000 {
+			return fmt.Errorf("%q is not a backoff in milliseconds from 1 to 86400000", v)
+		}
+		return nil
+	}},
+	RetryMaxAttemptsKey: {"20", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 32767 {
+			return fmt.Errorf("%q is not a number of retries from 0 to 32767", v)
+		}
+		return nil
+	}},
 	ConfigSyncExcludeKey: {"", func(string) error { return nil }},
 	GroupsIncludeKey:     {".*", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
 	GroupsExcludeKey:     {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
@@ -90,7 +111,7 @@ func checkMirrorKeys(config map[string]string) error {
 			return fmt.Errorf("mirror config %s: %v", k, err)
 		}
 	}
-	return nil
+	return checkRetryKeys(config)
 }
 
 // mirrorSetting returns a mirror.* setting or its default.

@@ -10,8 +10,9 @@ import (
 // partition, with the mirror's configuration (KIP-1279). The sidecar that
 // receives it gathers the rows of every sidecar (DescribeLocalPartitions).
 //
-// sidemirror extensions, all tagged: PartitionDetail.LastError (tag 0) and
-// OwnerBrokerId (tag 1); DescribedMirror.SourceClusterId (tag 0),
+// sidemirror extensions, all tagged: PartitionDetail.LastError (tag 0),
+// OwnerBrokerId (tag 1), RetryAttempt (tag 2), MaxRetryAttempts (tag 3) and
+// NonRetryable (tag 4); DescribedMirror.SourceClusterId (tag 0),
 // SourceBootstrap (tag 1), Configs (tag 2, secret values redacted by the
 // server) and ErrorMessage (tag 3). The KIP's scrape lost the name of the
 // partition's last-mirror-epoch field; it is LastMirrorEpoch here, as in
@@ -69,7 +70,16 @@ import (
 //	            "about": "Why the partition is FAILED, or the last retriable error; null if none." },
 //	          { "name": "OwnerBrokerId", "type": "int32", "versions": "0+", "default": "-1",
 //	            "taggedVersions": "0+", "tag": 1,
-//	            "about": "The broker whose sidecar drives the partition, or -1 if none." }
+//	            "about": "The broker whose sidecar drives the partition, or -1 if none." },
+//	          { "name": "RetryAttempt", "type": "int16", "versions": "0+", "default": "0",
+//	            "taggedVersions": "0+", "tag": 2,
+//	            "about": "The automatic retries made since the partition last mirrored (as in ReadMirrorStates)." },
+//	          { "name": "MaxRetryAttempts", "type": "int16", "versions": "0+", "default": "-1",
+//	            "taggedVersions": "0+", "tag": 3,
+//	            "about": "The most automatic retries the mirror allows a FAILED partition, or -1 if not known." },
+//	          { "name": "NonRetryable", "type": "bool", "versions": "0+", "default": "false",
+//	            "taggedVersions": "0+", "tag": 4,
+//	            "about": "True if the partition failed for good: it is never retried automatically, only recovered by an operator." }
 //	        ]}
 //	      ]},
 //	      { "name": "SourceClusterId", "type": "string", "versions": "0+", "default": "",
@@ -246,11 +256,15 @@ type PartitionDetail struct {
 
 	LastError     *string `json:"lastError"`     // tag 0: why FAILED, or the last retriable error
 	OwnerBrokerId int32   `json:"ownerBrokerId"` // tag 1: broker whose sidecar drives it, -1 if none
+
+	RetryAttempt     int16 `json:"retryAttempt"`     // tag 2: automatic retries made while FAILED
+	MaxRetryAttempts int16 `json:"maxRetryAttempts"` // tag 3: most automatic retries allowed, -1 if unknown
+	NonRetryable     bool  `json:"nonRetryable"`     // tag 4: failed for good, never retried automatically
 }
 
 // Default sets the schema's defaults.
 func (p *PartitionDetail) Default() {
-	*p = PartitionDetail{SourceOffset: -1, DestinationOffset: -1, Lag: -1, LastMirrorEpoch: -1, OwnerBrokerId: -1}
+	*p = PartitionDetail{SourceOffset: -1, DestinationOffset: -1, Lag: -1, LastMirrorEpoch: -1, OwnerBrokerId: -1, MaxRetryAttempts: -1}
 }
 
 func (p *PartitionDetail) appendTo(dst []byte) []byte {
@@ -266,6 +280,15 @@ func (p *PartitionDetail) appendTo(dst []byte) []byte {
 	}
 	if p.OwnerBrokerId != -1 {
 		tw.add(1, kbin.AppendInt32(nil, p.OwnerBrokerId))
+	}
+	if p.RetryAttempt != 0 {
+		tw.add(2, kbin.AppendInt16(nil, p.RetryAttempt))
+	}
+	if p.MaxRetryAttempts != -1 {
+		tw.add(3, kbin.AppendInt16(nil, p.MaxRetryAttempts))
+	}
+	if p.NonRetryable {
+		tw.add(4, kbin.AppendBool(nil, p.NonRetryable))
 	}
 	return tw.appendTo(dst)
 }
@@ -284,6 +307,12 @@ func (p *PartitionDetail) readFrom(d *decoder) {
 			p.LastError = f.nullableString()
 		case 1:
 			p.OwnerBrokerId = f.int32()
+		case 2:
+			p.RetryAttempt = f.int16()
+		case 3:
+			p.MaxRetryAttempts = f.int16()
+		case 4:
+			p.NonRetryable = f.bool()
 		default:
 			return false
 		}

@@ -228,7 +228,7 @@ func TestGoldenBytes(t *testing.T) {
 				MirrorName: "m", AuthorizedOperations: -2147483648,
 				Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
 					PartitionIndex: 1, SourceOffset: -1, DestinationOffset: -1, Lag: -1, State: "S",
-					LastMirrorEpoch: -1, LastError: strp("e"), OwnerBrokerId: 2,
+					LastMirrorEpoch: -1, LastError: strp("e"), OwnerBrokerId: 2, MaxRetryAttempts: -1,
 				}}}},
 			}}},
 			hex: "00000000" + "0000" + "00" + // throttle, error code, null message
@@ -236,6 +236,24 @@ func TestGoldenBytes(t *testing.T) {
 				"02" + "0274" + "02" + // 1 topic "t", 1 partition
 				"00000001" + "ffffffffffffffff" + "ffffffffffffffff" + "ffffffffffffffff" + "0253" + "ffffffff" +
 				"02" + "00" + "02" + "0265" + "01" + "04" + "00000002" + // tags: LastError "e", OwnerBrokerId 2
+				"00" + // topic tags
+				"00" + // mirror tags
+				"00", // response tags
+		},
+		{
+			name: "DescribeClusterMirrorsResponse retry tags",
+			msg: &DescribeClusterMirrorsResponse{Mirrors: []DescribedMirror{{
+				MirrorName: "m", AuthorizedOperations: -2147483648,
+				Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
+					PartitionIndex: 1, SourceOffset: -1, DestinationOffset: -1, Lag: -1, State: "S",
+					LastMirrorEpoch: -1, OwnerBrokerId: -1, RetryAttempt: 3, MaxRetryAttempts: 20, NonRetryable: true,
+				}}}},
+			}}},
+			hex: "00000000" + "0000" + "00" + // throttle, error code, null message
+				"02" + "0000" + "026d" + "80000000" + // 1 mirror: error code, "m", authorized operations
+				"02" + "0274" + "02" + // 1 topic "t", 1 partition
+				"00000001" + "ffffffffffffffff" + "ffffffffffffffff" + "ffffffffffffffff" + "0253" + "ffffffff" +
+				"03" + "02" + "02" + "0003" + "03" + "02" + "0014" + "04" + "01" + "01" + // tags: RetryAttempt 3, MaxRetryAttempts 20, NonRetryable
 				"00" + // topic tags
 				"00" + // mirror tags
 				"00", // response tags
@@ -343,7 +361,7 @@ func TestUnknownTagsSkipped(t *testing.T) {
 			MirrorName: "m", AuthorizedOperations: 5, SourceClusterId: "cluster",
 			Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
 				SourceOffset: 10, DestinationOffset: 8, Lag: 2, State: "MIRRORING", LastMirrorEpoch: 3,
-				LastError: strp("boom"), OwnerBrokerId: 9,
+				LastError: strp("boom"), OwnerBrokerId: 9, MaxRetryAttempts: -1,
 			}}}},
 		}},
 	}

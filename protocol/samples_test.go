@@ -31,18 +31,19 @@ func sampleDescribedMirrors() []DescribedMirror {
 						{
 							PartitionIndex: 2, SourceOffset: 94, DestinationOffset: 90, Lag: 4,
 							State: "MIRRORING", LastMirrorEpoch: 11,
-							LastError: strp("NOT_LEADER_OR_FOLLOWER from broker 2"), OwnerBrokerId: 3,
+							LastError: strp("NOT_LEADER_OR_FOLLOWER from broker 2"), OwnerBrokerId: 3, MaxRetryAttempts: -1,
 						},
 						{
 							PartitionIndex: 0, SourceOffset: 1 << 40, DestinationOffset: 1<<40 - 5, Lag: 5,
 							State: "FAILED", LastMirrorEpoch: 1,
 							LastError: strp("source topic ID changed"), OwnerBrokerId: 0,
+							RetryAttempt: 4, MaxRetryAttempts: 20, NonRetryable: true,
 						},
 					},
 				},
 				{TopicName: "bar", Partitions: []PartitionDetail{{
 					PartitionIndex: 1, SourceOffset: 7, DestinationOffset: 7, Lag: 1, State: "STOPPED",
-					LastMirrorEpoch: 4, LastError: strp("x"), OwnerBrokerId: 1,
+					LastMirrorEpoch: 4, LastError: strp("x"), OwnerBrokerId: 1, RetryAttempt: 2, MaxRetryAttempts: 0,
 				}}},
 			},
 			SourceClusterId: "lBq12jYZRp-9wF3M9MPopg",
@@ -149,6 +150,13 @@ func sampleMessages() []Message {
 			TopicPatterns: []string{"my-.*"},
 		},
 		&ResumeMirrorTopicsResponse{ThrottleTimeMs: 8, ErrorCode: 10, ErrorMessage: strp("resume"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+
+		&RecoverMirrorTopicsRequest{
+			MirrorName:    "my-mirror",
+			Topics:        []MirrorTopicData{{TopicId: sampleTopicID, TopicName: "my-topic"}},
+			TopicPatterns: []string{"orders-.*"},
+		},
+		&RecoverMirrorTopicsResponse{ThrottleTimeMs: 9, ErrorCode: 11, ErrorMessage: strp("recover"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
 
 		&ReadMirrorStatesRequest{
 			MirrorName: "my-mirror",

@@ -377,6 +377,7 @@ func TestDescribe(t *testing.T) {
 	}}
 	full := partition(0, 69, 66, 3, "FAILED")
 	full.LastMirrorEpoch, full.LastError, full.OwnerBrokerId = 4, strp("source topic ID changed"), 2
+	full.RetryAttempt, full.MaxRetryAttempts = 3, 20
 	everyField := &protocol.DescribeClusterMirrorsResponse{ThrottleTimeMs: 1, Mirrors: []protocol.DescribedMirror{{
 		MirrorName: "my-mirror", AuthorizedOperations: -2147483648,
 		Topics:          []protocol.DescribedTopic{{TopicName: "foo", Partitions: []protocol.PartitionDetail{full}}},
@@ -434,7 +435,10 @@ func TestDescribe(t *testing.T) {
               "state": "FAILED",
               "lastMirrorEpoch": 4,
               "lastError": "source topic ID changed",
-              "ownerBrokerId": 2
+              "ownerBrokerId": 2,
+              "retryAttempt": 3,
+              "maxRetryAttempts": 20,
+              "nonRetryable": false
             }
           ]
         }
@@ -460,6 +464,7 @@ func TestDescribe(t *testing.T) {
   ]
 }
 `,
+			wantCode: 2, // a FAILED partition
 		},
 		{
 			name: "describe json with empty lists",
@@ -535,13 +540,13 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "no action",
 			args:     []string{"--mirror", "m"},
-			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar or --list-sidecars\n",
+			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --recover, --alter, --add-sidecar, --remove-sidecar or --list-sidecars\n",
 			wantCode: 1,
 		},
 		{
 			name:     "two actions",
 			args:     []string{"--create", "--delete", "--mirror", "m"},
-			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar and --list-sidecars\n",
+			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --recover, --alter, --add-sidecar, --remove-sidecar and --list-sidecars\n",
 			wantCode: 1,
 		},
 		{
@@ -583,7 +588,7 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "--topics with --list",
 			args:     []string{"--list", "--topics", "a"},
-			wantErr:  "Error: --topics is only valid with --start, --stop, --pause or --resume\n",
+			wantErr:  "Error: --topics is only valid with --start, --stop, --pause, --resume, --recover or --describe\n",
 			wantCode: 1,
 		},
 		{

@@ -10,8 +10,10 @@
 //
 // main stays thin (main.go): cli.go parses the flags into a Config and
 // validates it, commands.go runs one action against a client and prints its
-// outcome, admin.go --alter and the actions on the sidecars' raft group. Exit codes: 0
-// on success, 1 on any error (usage, connection, Kafka error codes).
+// outcome, admin.go --alter and the actions on the sidecars' raft group.
+// Exit codes (docs/operations.md): 0 on success, 1 on any error (usage,
+// connection, Kafka error codes), 2 when --describe shows FAILED
+// partitions.
 package main
 
 import (
