@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -118,6 +119,7 @@ func (s *session) members() []*partition {
 func (s *session) build(parts []*partition) (*kmsg.FetchRequest, []wanted) {
 	m := s.mir.m
 	req := m.newFetchRequest()
+	s.mir.settings.Load().applyTo(req)
 	var want []wanted
 	topics := make(map[string]int)
 	for _, p := range parts {
@@ -263,13 +265,13 @@ func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64) {
 		if complete {
 			f.queue = append(f.queue, fetched{offset: f.offset, records: records})
 			f.queued += len(records)
-			f.offset, f.maxBytes = next, p.m.cfg.partMax
+			f.offset, f.maxBytes = next, cmp.Or(f.partMax, p.m.cfg.partMax)
 			queued = true
 		} else {
 			// Only a partial batch: the batch is larger than the
 			// partition's fetch size (old brokers do not return an
 			// oversized first batch whole). Ask for more next time.
-			f.maxBytes = min(max(f.maxBytes, 1<<16)*2, p.m.cfg.fetchMax)
+			f.maxBytes = min(max(f.maxBytes, 1<<16)*2, max(cmp.Or(f.fetchMax, p.m.cfg.fetchMax), f.partMax))
 		}
 	}
 	p.mu.Unlock()

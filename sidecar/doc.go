@@ -9,7 +9,9 @@
 // Files: config.go (keys, defaults, validation; ${env:...} and ${file:...}
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), components.go (wiring; SourceKgoOpts, which
-// resolves a mirror's source settings on every connect), sidecar.go
+// resolves a mirror's source settings on every connect), sourceprops.go
+// (the Kafka consumer properties of a mirror config that set source client
+// options), sidecar.go
 // (lifecycle and shutdown order), routines.go (tracked goroutines), lock.go
 // (the data.dir lock), statedump.go, metrics.go, logging.go, version.go,
 // errors.go.

@@ -1,0 +1,60 @@
+package coordinator
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/fetcher"
+)
+
+// TestConsumerKeys checks the Kafka consumer properties of a mirror config:
+// the fetch sizes reach the data plane's settings and not the SourceDialer,
+// bad values are refused by name, and the consumer properties that make no
+// sense for a mirror are refused with the reason.
+func TestConsumerKeys(t *testing.T) {
+	cfg := map[string]string{
+		fsm.BootstrapServersKey: "src:9092", "client.id": "mirror-a",
+		"fetch.max.bytes": "10485760", "fetch.min.bytes": "1024", "fetch.max.wait.ms": "250", "max.partition.fetch.bytes": "2097152",
+	}
+	if err := checkMirrorKeys(cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := dataPlaneSettings(fsm.NewState(), &fsm.Mirror{Name: "m", Config: cfg})
+	want := fetcher.MirrorSettings{FetchMaxBytes: 10 << 20, FetchMinBytes: 1024, FetchMaxWait: 250 * time.Millisecond, PartitionMaxBytes: 2 << 20}
+	if got.FetchMaxBytes != want.FetchMaxBytes || got.FetchMinBytes != want.FetchMinBytes || got.FetchMaxWait != want.FetchMaxWait ||
+		got.PartitionMaxBytes != want.PartitionMaxBytes {
+		t.Fatalf("data plane settings %+v, want the fetch sizes %+v", got, want)
+	}
+	if d := dataPlaneSettings(fsm.NewState(), &fsm.Mirror{Name: "m", Config: map[string]string{}}); d.FetchMaxBytes != 0 || d.FetchMaxWait != 0 {
+		t.Fatalf("a mirror without fetch sizes gets %+v, want zeros (the fetcher's)", d)
+	}
+	src := sourceConfig(cfg)
+	for k := range fetchKeys {
+		if _, ok := src[k]; ok {
+			t.Errorf("%s reaches the SourceDialer", k)
+		}
+	}
+	if src["client.id"] != "mirror-a" || src[fsm.BootstrapServersKey] != "src:9092" {
+		t.Errorf("source config %v lost client.id or bootstrap.servers", src)
+	}
+
+	for k, v := range map[string]string{
+		"fetch.max.bytes": "0", "fetch.min.bytes": "lots", "fetch.max.wait.ms": "600000", "max.partition.fetch.bytes": "-1",
+	} {
+		err := checkMirrorKeys(map[string]string{k: v})
+		if err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: error %v, want one naming the key", k, v, err)
+		}
+	}
+	for k, why := range map[string]string{
+		"group.id": "no consumer group", "auto.offset.reset": "log start offset", "isolation.level": "read_uncommitted",
+		"client.rack": "follower fetching", "enable.auto.commit": "commits no offsets",
+	} {
+		err := checkMirrorKeys(map[string]string{k: "x"})
+		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: error %v, want one naming the key and %q", k, err, why)
+		}
+	}
+}
