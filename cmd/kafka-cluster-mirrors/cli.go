@@ -42,6 +42,8 @@ const (
 	// minutes, coordinator.ReseedTimeout).
 	reseedRequestTimeout = 16 * time.Minute
 	dialTimeout          = 10 * time.Second
+	// defaultInterval is how often --wait and --watch describe.
+	defaultInterval = 2 * time.Second
 )
 
 // usage is printed by --help; it follows KIP-1279's help text.
@@ -94,6 +96,9 @@ Option                                  Description
                                           retries (RETRY: n/max, or
                                           NonRetryable) and reason (ERROR).
 --help                                  Print usage information.
+--interval <String: duration>           How often --wait and --watch ask
+                                          (milliseconds or 2s, 1m; default
+                                          2s).
 --json                                  Output description in JSON format
 --list                                  List all cluster mirrors.
 --list-sidecars                         List the sidecars of the raft group
@@ -128,31 +133,47 @@ Option                                  Description
                                           e.g. FAILED,LOG_TRUNCATION).
 --stop                                  Stop mirroring topics matching the
                                           given patterns.
+--timeout <String: duration>            With --wait: give up after this long
+                                          (milliseconds or 90s, 10m); exit 3.
 --topics <String: topics>               Comma-separated list of topic names or
                                           regex patterns (e.g., 'my-topic,
                                           orders-.*,payments'). With
                                           --describe: only these topics.
 --version                               Display the version.
+--wait                                  With --start or --resume: return once
+                                          every partition of the topics is
+                                          MIRRORING with lag 0.
+--watch                                 With --describe: describe again every
+                                          --interval, with each mirror's
+                                          total lag, its rate and an ETA,
+                                          until interrupted.
 
 Long options may be abbreviated to any unambiguous prefix (--bootstrap for
 --bootstrap-server). Exit codes: 0 success; 1 error; 2 --describe found
-FAILED partitions (among those it shows).
+FAILED partitions (among those it shows), or --wait met one; 3 --wait timed
+out.
 `
 
 // Config is a parsed command line.
 type Config struct {
-	BootstrapServers  []string // --bootstrap-server, split on commas
-	CommandConfigPath string   // --command-config
-	Action            string   // one of actions
-	actionsGiven      []string // every action flag given, for Validate
-	Mirror            string   // --mirror
-	MirrorConfigPath  string   // --mirror-config
-	Topics            []string // --topics, split on commas
-	Exclude           []string // --exclude, split on commas
-	JSON              bool     // --json
-	Reseed            bool     // --reseed
-	Failed            bool     // --failed
-	States            []string // --state, split on commas, upper-cased
+	BootstrapServers  []string      // --bootstrap-server, split on commas
+	CommandConfigPath string        // --command-config
+	Action            string        // one of actions
+	actionsGiven      []string      // every action flag given, for Validate
+	Mirror            string        // --mirror
+	MirrorConfigPath  string        // --mirror-config
+	Topics            []string      // --topics, split on commas
+	Exclude           []string      // --exclude, split on commas
+	JSON              bool          // --json
+	Reseed            bool          // --reseed
+	Failed            bool          // --failed
+	States            []string      // --state, split on commas, upper-cased
+	Wait              bool          // --wait
+	Watch             bool          // --watch
+	Timeout           time.Duration // --timeout (--wait); 0: none
+	Interval          time.Duration // --interval (--wait, --watch)
+	timeoutFlag       string
+	intervalFlag      string
 
 	AddConfigFlag  string   // --add-config, parsed by Load
 	AddConfigFile  string   // --add-config-file
@@ -184,6 +205,11 @@ func configFromFlags(c *cli.Context) Config {
 		Reseed:            c.Bool("reseed"),
 		Failed:            c.Bool("failed"),
 		States:            splitList(strings.ToUpper(c.String("state"))),
+		Wait:              c.Bool("wait"),
+		Watch:             c.Bool("watch"),
+		timeoutFlag:       c.String("timeout"),
+		intervalFlag:      c.String("interval"),
+		Interval:          defaultInterval,
 		ClientID:          defaultClientID,
 		RequestTimeout:    defaultRequestTimeout,
 
@@ -286,6 +312,29 @@ func (cfg *Config) Validate() error {
 		return errors.New("--json is only valid with --describe or --list")
 	case cfg.JSON && cfg.Failed:
 		return errors.New("--failed is a table; with --json use --state FAILED")
+	case cfg.Wait && a != "start" && a != "resume":
+		return errors.New("--wait is only valid with --start or --resume")
+	case cfg.Wait && cfg.Reseed:
+		return errors.New("--wait is not valid with --reseed")
+	case cfg.Watch && a != "describe":
+		return errors.New("--watch is only valid with --describe")
+	case cfg.Watch && cfg.JSON:
+		return errors.New("--watch is a table; --json is not valid with it")
+	case cfg.timeoutFlag != "" && !cfg.Wait:
+		return errors.New("--timeout is only valid with --wait")
+	case cfg.intervalFlag != "" && !cfg.Wait && !cfg.Watch:
+		return errors.New("--interval is only valid with --wait or --watch")
+	}
+	var err error
+	if cfg.timeoutFlag != "" {
+		if cfg.Timeout, err = parseDuration("--timeout", cfg.timeoutFlag); err != nil {
+			return err
+		}
+	}
+	if cfg.intervalFlag != "" {
+		if cfg.Interval, err = parseDuration("--interval", cfg.intervalFlag); err != nil {
+			return err
+		}
 	}
 	for _, s := range cfg.States {
 		if _, ok := partstate.Parse(s); !ok {
@@ -298,6 +347,19 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// parseDuration reads a positive duration: milliseconds (as Kafka's tools
+// take them) or a Go duration such as 90s or 10m.
+func parseDuration(flag, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if ms, nerr := strconv.ParseInt(v, 10, 64); nerr == nil {
+		d, err = time.Duration(ms)*time.Millisecond, nil
+	}
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s %q is not a positive duration (milliseconds, or with a unit: 90s, 10m)", flag, v)
+	}
+	return d, nil
 }
 
 // stateNames returns the names of the partition states.
@@ -406,6 +468,7 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.StringFlag{Name: "exclude"},
 			&cli.BoolFlag{Name: "failed"},
 			&cli.BoolFlag{Name: "help"},
+			&cli.StringFlag{Name: "interval"},
 			&cli.BoolFlag{Name: "json"},
 			&cli.BoolFlag{Name: "list"},
 			&cli.BoolFlag{Name: "list-sidecars"},
@@ -420,8 +483,11 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.BoolFlag{Name: "start"},
 			&cli.StringFlag{Name: "state"},
 			&cli.BoolFlag{Name: "stop"},
+			&cli.StringFlag{Name: "timeout"},
 			&cli.StringFlag{Name: "topics", Aliases: []string{"topic"}}, // --topic: the KIP's DR example
 			&cli.BoolFlag{Name: "version"},
+			&cli.BoolFlag{Name: "wait"},
+			&cli.BoolFlag{Name: "watch"},
 		},
 		Action: func(c *cli.Context) error {
 			// --help never gets here: urfave/cli prints the help template.

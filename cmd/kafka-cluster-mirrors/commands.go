@@ -34,7 +34,8 @@ var errFailedPartitions = errors.New("FAILED partitions described")
 const (
 	exitOK               = 0
 	exitError            = 1 // usage, connection, Kafka error codes
-	exitFailedPartitions = 2 // --describe showed FAILED partitions
+	exitFailedPartitions = 2 // --describe showed FAILED partitions, or --wait met one
+	exitWaitTimedOut     = 3 // --wait gave up (--timeout)
 )
 
 // execute runs cfg's action with cl, prints its outcome and returns the exit
@@ -44,6 +45,7 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 	if cfg.Reseed {
 		timeout = max(timeout, reseedRequestTimeout)
 	}
+	parent := ctx // --wait and --watch outlast one request
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error
@@ -55,9 +57,17 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 	case "list":
 		err = listMirrors(ctx, cl, cfg.JSON, stdout)
 	case "describe":
-		err = describeMirrors(ctx, cl, cfg, stdout, stderr)
+		if cfg.Watch {
+			err = watchMirrors(parent, cl, cfg, stdout, stderr)
+		} else {
+			err = describeMirrors(ctx, cl, cfg, stdout, stderr)
+		}
 	case "start", "stop", "pause", "resume", "recover":
-		err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, cfg.Reseed, stdout, stderr)
+		var done []string
+		done, err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, cfg.Reseed, stdout, stderr)
+		if err == nil && cfg.Wait {
+			err = waitCaughtUp(parent, cl, cfg, done, stdout, stderr)
+		}
 	case "alter":
 		err = alterMirror(ctx, cl, cfg.Mirror, cfg.AddConfig, cfg.DeleteConfig, stdout)
 	case "add-sidecar":
@@ -74,6 +84,9 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 		return exitOK
 	case errors.Is(err, errFailedPartitions):
 		return exitFailedPartitions
+	case errors.Is(err, errWaitTimedOut):
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return exitWaitTimedOut
 	case errors.Is(err, errReported):
 		return exitError
 	default:
@@ -272,9 +285,19 @@ func retryColumn(p protocol.PartitionDetail) string {
 // errors are printed to errOut and make the command fail; otherwise FAILED
 // partitions among those shown give errFailedPartitions.
 func describeMirrors(ctx context.Context, cl client, cfg Config, out, errOut io.Writer) error {
-	filter, err := newDescribeFilter(cfg)
+	resp, err := fetchDescribe(ctx, cl, cfg)
 	if err != nil {
 		return err
+	}
+	return printDescribe(resp, cfg, out, errOut)
+}
+
+// fetchDescribe sends DescribeClusterMirrors for cfg's mirror (or all) and
+// returns the answer sorted and filtered by cfg.
+func fetchDescribe(ctx context.Context, cl client, cfg Config) (*protocol.DescribeClusterMirrorsResponse, error) {
+	filter, err := newDescribeFilter(cfg)
+	if err != nil {
+		return nil, err
 	}
 	req := &protocol.DescribeClusterMirrorsRequest{}
 	if cfg.Mirror != "" {
@@ -282,13 +305,19 @@ func describeMirrors(ctx context.Context, cl client, cfg Config, out, errOut io.
 	}
 	resp, err := do[*protocol.DescribeClusterMirrorsResponse](ctx, cl, req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
-		return err
+		return nil, err
 	}
 	sortDescribed(resp.Mirrors)
 	filter.apply(resp.Mirrors)
+	return resp, nil
+}
+
+// printDescribe prints a describe answer as describeMirrors does and
+// returns its outcome.
+func printDescribe(resp *protocol.DescribeClusterMirrorsResponse, cfg Config, out, errOut io.Writer) error {
 	switch {
 	case cfg.JSON:
 		resp.Mirrors = nonNil(resp.Mirrors)
@@ -440,25 +469,26 @@ func printReseeded(out io.Writer, topics []protocol.ReseededTopic) {
 	}
 }
 
-// changeTopics starts, stops, pauses or resumes the topics matching topics
-// (names or regexes, expanded by the server). It prints the topics that
-// succeeded in the server's order, then one line per failed topic to errOut.
-func changeTopics(ctx context.Context, cl client, action, mirror string, topics, exclude []string, reseed bool, out, errOut io.Writer) error {
+// changeTopics starts, stops, pauses, resumes or recovers the topics
+// matching topics (names or regexes, expanded by the server). It prints the
+// topics that succeeded in the server's order, then one line per failed
+// topic to errOut, and returns the topics that succeeded.
+func changeTopics(ctx context.Context, cl client, action, mirror string, topics, exclude []string, reseed bool, out, errOut io.Writer) ([]string, error) {
 	ta, ok := topicActionsByName[action]
 	if !ok {
-		return fmt.Errorf("unknown action %q", action)
+		return nil, fmt.Errorf("unknown action %q", action)
 	}
 	req := ta.request(mirror, topics, exclude, reseed)
 	resp, err := cl.Do(ctx, req)
 	if err != nil {
-		return fmt.Errorf("%s request failed: %w", protocol.KeyName(req.Key()), err)
+		return nil, fmt.Errorf("%s request failed: %w", protocol.KeyName(req.Key()), err)
 	}
 	if r, ok := resp.(*protocol.StartMirrorTopicsResponse); ok {
 		printReseeded(out, r.Reseeded)
 	}
 	results, topErr := topicsOutcome(resp)
 	if topErr != nil {
-		return topErr
+		return nil, topErr
 	}
 	var done []string
 	var failed []protocol.MirrorTopicResult
@@ -476,7 +506,7 @@ func changeTopics(ctx context.Context, cl client, action, mirror string, topics,
 		fmt.Fprintf(errOut, "Error for topic %s: %v\n", r.Name, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage))
 	}
 	if len(failed) > 0 {
-		return errReported
+		return done, errReported
 	}
-	return nil
+	return done, nil
 }
