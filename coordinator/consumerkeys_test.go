@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 )
@@ -55,6 +58,47 @@ func TestConsumerKeys(t *testing.T) {
 		err := checkMirrorKeys(map[string]string{k: "x"})
 		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: error %v, want one naming the key and %q", k, err, why)
+		}
+	}
+}
+
+// optsPlane is a DataPlane that records the source options of each mirror.
+type optsPlane struct {
+	scriptedPlane
+	opts map[string][]kgo.Opt
+}
+
+func (d *optsPlane) SetMirror(name string, opts []kgo.Opt, _ fetcher.MirrorSettings) error {
+	d.opts[name] = opts
+	return nil
+}
+
+// TestFetcherClientID checks that the mirror fetcher's source client is
+// named as the KIP names it (source quotas use the name), and that a
+// client.id in the mirror config wins.
+func TestFetcherClientID(t *testing.T) {
+	plane := &optsPlane{scriptedPlane: scriptedPlane{states: map[fetcher.Partition]fetcher.PartitionStatus{}}, opts: map[string][]kgo.Opt{}}
+	dial := func(cfg map[string]string) ([]kgo.Opt, error) { // as sidecar.SourceKgoOpts maps client.id
+		opts := []kgo.Opt{kgo.SeedBrokers(cfg[fsm.BootstrapServersKey])}
+		if id := cfg["client.id"]; id != "" {
+			opts = append(opts, kgo.ClientID(id))
+		}
+		return opts, nil
+	}
+	r := newReconciler(&reconciler{brokerID: 4, dp: plane, dial: dial, log: zaptest.NewLogger(t)})
+	st := fsm.NewState()
+	st.Mirrors["my-mirror"] = &fsm.Mirror{Name: "my-mirror", Config: map[string]string{fsm.BootstrapServersKey: "src:9092"}}
+	st.Mirrors["named"] = &fsm.Mirror{Name: "named", Config: map[string]string{fsm.BootstrapServersKey: "src:9092", "client.id": "dr-fetcher"}}
+	r.syncSources(st)
+	for mirror, want := range map[string]string{"my-mirror": "broker-4-fetcher-0-mirror-my-mirror", "named": "dr-fetcher"} {
+		cl, err := kgo.NewClient(plane.opts[mirror]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cl.OptValue(kgo.ClientID)
+		cl.Close()
+		if got != want {
+			t.Errorf("mirror %s: client ID %v, want %s", mirror, got, want)
 		}
 	}
 }

@@ -462,6 +462,14 @@ func drivenTopics(st *fsm.State) []string {
 	return out
 }
 
+// FetcherClientID is the client ID of the mirror fetcher of broker's
+// sidecar for mirror, in the KIP's form (broker-4-fetcher-0-mirror-my-mirror;
+// one fetcher client per mirror and sidecar, hence fetcher 0), unless the
+// mirror config sets client.id.
+func FetcherClientID(broker int32, mirror string) string {
+	return fmt.Sprintf("broker-%d-fetcher-0-mirror-%s", broker, mirror)
+}
+
 // syncSources gives the data plane a source client for every mirror, and a
 // new one when a mirror's source settings change; it removes deleted mirrors.
 func (r *reconciler) syncSources(st *fsm.State) {
@@ -483,6 +491,10 @@ func (r *reconciler) syncSources(st *fsm.State) {
 		}
 		opts, err := r.dial(cfg)
 		if err == nil {
+			// The KIP's fetcher client ID, which source quotas name
+			// (consumer_byte_rate, KIP-1279 §8.3); a client.id in the
+			// mirror config comes later and wins.
+			opts = append([]kgo.Opt{kgo.ClientID(FetcherClientID(r.brokerID, name))}, opts...)
 			err = r.dp.SetMirror(name, opts, settings)
 		}
 		if err != nil {
