@@ -84,6 +84,7 @@ type reconciler struct {
 	sources    map[string]string            // mirror -> fingerprint of its source config
 	settings   map[string]string            // mirror -> its data plane settings as last set
 	retries    map[fetcher.Partition]*retryState
+	nextRetry  time.Time        // when the next automatic retry is due; zero if none
 	restartGen map[string]int64 // RestartGen of each topic seen by reconcile
 }
 
@@ -135,12 +136,28 @@ func (r *reconciler) run(ctx context.Context) {
 			r.log.Warn("reconcile", zap.Error(err))
 		}
 		r.lastPass.Set(float64(r.now().UnixNano()) / 1e9)
+		// An automatic retry due before the next tick wakes the loop up.
+		var retry <-chan time.Time
+		r.mu.Lock()
+		next := r.nextRetry
+		r.mu.Unlock()
+		var timer *time.Timer
+		if !next.IsZero() {
+			timer = time.NewTimer(max(next.Sub(r.now()), time.Millisecond))
+			retry = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-watch:
 		case <-r.kick:
 		case <-tick.C:
+		case <-retry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -201,7 +218,10 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 	for _, p := range toStop {
 		r.letGo(ctx, st, p)
 	}
-	r.retryFailed(r.now())
+	next := r.retryFailed(r.now(), st)
+	r.mu.Lock()
+	r.nextRetry = next
+	r.mu.Unlock()
 	r.restartRequested(st)
 	for _, p := range toStart {
 		r.mu.Lock()
@@ -319,6 +339,9 @@ func (r *reconciler) StateChanged(ps fetcher.PartitionStatus) {
 	if ev, ok := reportEvent(ps.State); ok {
 		r.applyLocked(ps.Partition, ev)
 	}
+	if ps.State == fetcher.StateFailed {
+		r.Kick() // the first automatic retry may be due in 100 ms
+	}
 }
 
 // NotLeader implements DataPlaneEvents: the local broker no longer leads
@@ -358,6 +381,10 @@ func (r *reconciler) drives() map[fsm.TopicPartition]bool {
 // every mirror when mirrors is empty), each in its owner's state.
 func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 	byMirror := map[string]map[string][]protocol.PartitionDetail{}
+	var st *fsm.State
+	if r.ctl != nil {
+		st = r.ctl.State()
+	}
 	for _, ps := range r.dp.Status() {
 		if len(mirrors) > 0 && !slices.Contains(mirrors, ps.Mirror) {
 			continue
@@ -365,7 +392,7 @@ func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 		if byMirror[ps.Mirror] == nil {
 			byMirror[ps.Mirror] = map[string][]protocol.PartitionDetail{}
 		}
-		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps)))
+		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps), st))
 	}
 	var out []protocol.DescribedMirror
 	for _, m := range sortedKeys(byMirror) {
@@ -393,8 +420,10 @@ func (r *reconciler) ownedState(ps fetcher.PartitionStatus) partstate.State {
 	return ps.State
 }
 
-// detail turns a data plane status into a describe row, in state st.
-func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) protocol.PartitionDetail {
+// detail turns a data plane status into a describe row, in state st, with
+// the automatic retries of a FAILED partition by its mirror's policy in
+// cs (nil: the defaults).
+func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State, cs *fsm.State) protocol.PartitionDetail {
 	d := protocol.PartitionDetail{}
 	d.Default()
 	d.PartitionIndex = ps.Partition.Partition
@@ -421,6 +450,15 @@ func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) prot
 			msg += ": " + ps.LastError
 		}
 		d.LastError = &msg
+	}
+	if st == partstate.Failed {
+		var m *fsm.Mirror
+		if cs != nil {
+			m = cs.Mirrors[ps.Mirror]
+		}
+		r.mu.Lock()
+		d.RetryAttempt, d.MaxRetryAttempts, d.NonRetryable = r.retryInfoLocked(ps, m)
+		r.mu.Unlock()
 	}
 	return d
 }
@@ -461,6 +499,9 @@ func (r *reconciler) syncSources(st *fsm.State) {
 		}
 		opts, err := r.dial(cfg)
 		if err == nil {
+			// The data plane names the client as the KIP does
+			// (fetcher.FetcherClientID) unless opts set a client ID:
+			// the mirror config's client.id.
 			err = r.dp.SetMirror(name, opts, settings)
 		}
 		if err != nil {

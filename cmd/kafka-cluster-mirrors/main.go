@@ -10,8 +10,11 @@
 //
 // main stays thin (main.go): cli.go parses the flags into a Config and
 // validates it, commands.go runs one action against a client and prints its
-// outcome, admin.go --alter and the actions on the sidecars' raft group. Exit codes: 0
-// on success, 1 on any error (usage, connection, Kafka error codes).
+// outcome, wait.go --start/--resume --wait and --describe --watch, admin.go
+// --alter and the actions on the sidecars' raft group.
+// Exit codes (docs/operations.md): 0 on success, 1 on any error (usage,
+// connection, Kafka error codes), 2 when --describe shows FAILED partitions
+// or --wait meets one, 3 when --wait times out.
 package main
 
 import (
