@@ -123,10 +123,12 @@ func waitCaughtUp(ctx context.Context, cl client, cfg Config, topics []string, o
 }
 
 // watchSample is one --watch refresh of a mirror: its total lag and the
-// records on the destination, when.
+// records on the destination, when, and the partitions whose lag is not
+// known because their source is unreachable (describe shows LAG -).
 type watchSample struct {
-	at       time.Time
-	lag, dst int64
+	at          time.Time
+	lag, dst    int64
+	unreachable int
 }
 
 // watchMirrors is --describe --watch: the describe table every --interval,
@@ -165,6 +167,9 @@ func watchMirrors(ctx context.Context, cl client, cfg Config, out, errOut io.Wri
 					for _, p := range t.Partitions {
 						s.lag += max(p.Lag, 0)
 						s.dst += max(p.DestinationOffset, 0)
+						if p.SourceUnreachableSinceMs > 0 {
+							s.unreachable++
+						}
 					}
 				}
 				fmt.Fprintln(out, watchLine(m.MirrorName, prev[m.MirrorName], s))
@@ -181,9 +186,14 @@ func watchMirrors(ctx context.Context, cl client, cfg Config, out, errOut io.Wri
 
 // watchLine is --watch's summary of a mirror: total lag, mirrored and
 // drained records per second since the previous sample (if any), and the
-// ETA at the drain rate.
+// ETA at the drain rate. Partitions whose source is unreachable have no
+// known lag: they are counted, and while there are any the mirror is not
+// caught up and has no ETA.
 func watchLine(mirror string, prev, cur watchSample) string {
 	line := fmt.Sprintf("Mirror %s: lag %d record(s)", mirror, cur.lag)
+	if cur.unreachable > 0 {
+		line += fmt.Sprintf(" (and unknown for %d partition(s) whose source is unreachable)", cur.unreachable)
+	}
 	dt := cur.at.Sub(prev.at).Seconds()
 	if prev.at.IsZero() || dt <= 0 {
 		return line
@@ -192,6 +202,10 @@ func watchLine(mirror string, prev, cur watchSample) string {
 	drain := float64(prev.lag-cur.lag) / dt
 	line += fmt.Sprintf(", mirroring %s records/s", strconv.FormatFloat(max(copied, 0), 'f', 0, 64))
 	switch {
+	case cur.unreachable > 0:
+		// Their lag is missing from the sum (and was in the previous
+		// one, if they became unreachable since): no rate to go by.
+		line += ", no ETA while the source is unreachable"
 	case cur.lag == 0:
 		line += ", caught up"
 	case drain > 0:

@@ -178,6 +178,9 @@ func TestWatchLine(t *testing.T) {
 		{watchSample{at: t0.Add(2 * time.Second), lag: 200, dst: 800}, "Mirror m: lag 200 record(s), mirroring 100 records/s, lag draining 100 records/s, ETA 2s"},
 		{watchSample{at: t0.Add(2 * time.Second), lag: 0, dst: 1000}, "Mirror m: lag 0 record(s), mirroring 200 records/s, caught up"},
 		{watchSample{at: t0.Add(2 * time.Second), lag: 500, dst: 700}, "Mirror m: lag 500 record(s), mirroring 50 records/s, lag not draining"},
+		// A partition whose source is unreachable has LAG -: not caught up.
+		{watchSample{at: t0.Add(2 * time.Second), lag: 0, dst: 600, unreachable: 2},
+			"Mirror m: lag 0 record(s) (and unknown for 2 partition(s) whose source is unreachable), mirroring 0 records/s, no ETA while the source is unreachable"},
 	} {
 		if got := watchLine("m", prev, c.cur); got != c.want {
 			t.Errorf("got  %q\nwant %q", got, c.want)
