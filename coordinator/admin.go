@@ -102,6 +102,8 @@ func (a *admin) handle(ctx context.Context, c *protocol.ConnInfo, req protocol.R
 		return a.pauseTopics(ctx, r)
 	case *protocol.ResumeMirrorTopicsRequest:
 		return a.resumeTopics(ctx, r)
+	case *protocol.RecoverMirrorTopicsRequest:
+		return a.recoverTopics(ctx, r)
 	case *protocol.DeleteClusterMirrorRequest:
 		return a.deleteMirror(ctx, r)
 	case *protocol.IncrementalAlterConfigsRequest:
@@ -202,6 +204,8 @@ func setError(req protocol.Request, resp protocol.Response, code int16, msg stri
 	case *protocol.PauseMirrorTopicsResponse:
 		r.ErrorCode, r.ErrorMessage = code, m
 	case *protocol.ResumeMirrorTopicsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.RecoverMirrorTopicsResponse:
 		r.ErrorCode, r.ErrorMessage = code, m
 	case *protocol.ReadMirrorStatesResponse:
 		r.ErrorCode, r.ErrorMessage = code, m

@@ -89,6 +89,7 @@ type reconciler struct {
 	blocked    map[fetcher.Partition]string // partitions to drive that wait for their mirror's source config, with the reason
 	settings   map[string]string            // mirror -> its data plane settings as last set
 	retries    map[fetcher.Partition]*retryState
+	nextRetry  time.Time        // when the next automatic retry is due; zero if none
 	restartGen map[string]int64 // RestartGen of each topic seen by reconcile
 }
 
@@ -151,12 +152,28 @@ func (r *reconciler) run(ctx context.Context) {
 			r.log.Warn("reconcile", zap.Error(err))
 		}
 		r.lastPass.Set(float64(r.now().UnixNano()) / 1e9)
+		// An automatic retry due before the next tick wakes the loop up.
+		var retry <-chan time.Time
+		r.mu.Lock()
+		next := r.nextRetry
+		r.mu.Unlock()
+		var timer *time.Timer
+		if !next.IsZero() {
+			timer = time.NewTimer(max(next.Sub(r.now()), time.Millisecond))
+			retry = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-watch:
 		case <-r.kick:
 		case <-tick.C:
+		case <-retry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -229,7 +246,10 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 	for _, p := range toStop {
 		r.letGo(ctx, st, p)
 	}
-	r.retryFailed(r.now())
+	next := r.retryFailed(r.now(), st)
+	r.mu.Lock()
+	r.nextRetry = next
+	r.mu.Unlock()
 	r.restartRequested(st)
 	for _, p := range toStart {
 		r.mu.Lock()
@@ -347,6 +367,9 @@ func (r *reconciler) StateChanged(ps fetcher.PartitionStatus) {
 	if ev, ok := reportEvent(ps.State); ok {
 		r.applyLocked(ps.Partition, ev)
 	}
+	if ps.State == fetcher.StateFailed {
+		r.Kick() // the first automatic retry may be due in 100 ms
+	}
 }
 
 // NotLeader implements DataPlaneEvents: the local broker no longer leads
@@ -386,6 +409,10 @@ func (r *reconciler) drives() map[fsm.TopicPartition]bool {
 // every mirror when mirrors is empty), each in its owner's state.
 func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 	byMirror := map[string]map[string][]protocol.PartitionDetail{}
+	var st *fsm.State
+	if r.ctl != nil {
+		st = r.ctl.State()
+	}
 	for _, ps := range r.dp.Status() {
 		if len(mirrors) > 0 && !slices.Contains(mirrors, ps.Mirror) {
 			continue
@@ -393,7 +420,7 @@ func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 		if byMirror[ps.Mirror] == nil {
 			byMirror[ps.Mirror] = map[string][]protocol.PartitionDetail{}
 		}
-		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps)))
+		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps), st))
 	}
 	for p, reason := range r.blockedRows() {
 		if len(mirrors) > 0 && !slices.Contains(mirrors, p.Mirror) {
@@ -402,8 +429,11 @@ func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 		if byMirror[p.Mirror] == nil {
 			byMirror[p.Mirror] = map[string][]protocol.PartitionDetail{}
 		}
+		// Retried on every pass until the config resolves, not by the
+		// retry policy: no RETRY count to show.
 		d := r.detail(fetcher.PartitionStatus{Partition: p, SourceHighWatermark: -1, DestinationLogEndOffset: -1, Lag: -1, LastError: reason},
-			partstate.Failed)
+			partstate.Failed, nil)
+		d.RetryAttempt, d.MaxRetryAttempts, d.NonRetryable = 0, -1, false
 		byMirror[p.Mirror][p.Topic] = append(byMirror[p.Mirror][p.Topic], d)
 	}
 	var out []protocol.DescribedMirror
@@ -449,8 +479,10 @@ func (r *reconciler) ownedState(ps fetcher.PartitionStatus) partstate.State {
 	return ps.State
 }
 
-// detail turns a data plane status into a describe row, in state st.
-func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) protocol.PartitionDetail {
+// detail turns a data plane status into a describe row, in state st, with
+// the automatic retries of a FAILED partition by its mirror's policy in
+// cs (nil: the defaults).
+func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State, cs *fsm.State) protocol.PartitionDetail {
 	d := protocol.PartitionDetail{}
 	d.Default()
 	d.PartitionIndex = ps.Partition.Partition
@@ -477,6 +509,15 @@ func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) prot
 			msg += ": " + ps.LastError
 		}
 		d.LastError = &msg
+	}
+	if st == partstate.Failed {
+		var m *fsm.Mirror
+		if cs != nil {
+			m = cs.Mirrors[ps.Mirror]
+		}
+		r.mu.Lock()
+		d.RetryAttempt, d.MaxRetryAttempts, d.NonRetryable = r.retryInfoLocked(ps, m)
+		r.mu.Unlock()
 	}
 	return d
 }
@@ -520,6 +561,9 @@ func (r *reconciler) syncSources(st *fsm.State) {
 		// the key and the reference, never a value.
 		opts, err := r.dial(cfg)
 		if err == nil {
+			// The data plane names the client as the KIP does
+			// (fetcher.FetcherClientID) unless opts set a client ID:
+			// the mirror config's client.id.
 			err = r.dp.SetMirror(name, opts, settings)
 		}
 		if err != nil {

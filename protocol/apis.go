@@ -58,6 +58,9 @@ const (
 	// KeyDescribeSidecars lists the raft group's members and its leader
 	// (sidemirror only).
 	KeyDescribeSidecars int16 = 1014
+	// KeyRecoverMirrorTopics restarts the FAILED partitions of mirror topics
+	// (sidemirror only: the KIP names no RPC for it).
+	KeyRecoverMirrorTopics int16 = 1015
 )
 
 // Message is what requests and responses have in common.
@@ -202,6 +205,11 @@ var apis = []API{
 		Key: KeyDescribeSidecars, Name: "DescribeSidecars",
 		NewRequest:  func() Request { return new(DescribeSidecarsRequest) },
 		NewResponse: func() Response { return new(DescribeSidecarsResponse) },
+	},
+	{
+		Key: KeyRecoverMirrorTopics, Name: "RecoverMirrorTopics",
+		NewRequest:  func() Request { return new(RecoverMirrorTopicsRequest) },
+		NewResponse: func() Response { return new(RecoverMirrorTopicsResponse) },
 	},
 }
 

@@ -75,6 +75,7 @@
 //	list_cluster_mirrors.go
 //	pause_mirror_topics.go
 //	read_mirror_states.go
+//	recover_mirror_topics.go
 //	remove_sidecar.go
 //	resume_mirror_topics.go
 //	start_mirror_topics.go

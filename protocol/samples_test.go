@@ -35,12 +35,14 @@ func sampleDescribedMirrors() []DescribedMirror {
 							State: "MIRRORING", LastMirrorEpoch: 11,
 							LastError: strp("NOT_LEADER_OR_FOLLOWER from broker 2"), OwnerBrokerId: 3,
 							SourceUnreachableSinceMs: 1764640800000, LagTimeMs: 61250, LastFetchTimestampMs: 1764640800000,
+							MaxRetryAttempts: -1,
 						},
 						{
 							PartitionIndex: 0, SourceOffset: 1 << 40, DestinationOffset: 1<<40 - 5, Lag: 5,
 							State: "FAILED", LastMirrorEpoch: 1,
 							LastError: strp("source topic ID changed"), OwnerBrokerId: 0,
 							SourceUnreachableSinceMs: 0, LagTimeMs: 0, LastFetchTimestampMs: 1,
+							RetryAttempt: 4, MaxRetryAttempts: 20, NonRetryable: true,
 						},
 					},
 				},
@@ -48,6 +50,7 @@ func sampleDescribedMirrors() []DescribedMirror {
 					PartitionIndex: 1, SourceOffset: 7, DestinationOffset: 7, Lag: 1, State: "STOPPED",
 					LastMirrorEpoch: 4, LastError: strp("x"), OwnerBrokerId: 1,
 					SourceUnreachableSinceMs: 5, LagTimeMs: 6, LastFetchTimestampMs: 7,
+					RetryAttempt: 2, MaxRetryAttempts: 0,
 				}}},
 			},
 			SourceClusterId: "lBq12jYZRp-9wF3M9MPopg",
@@ -154,6 +157,13 @@ func sampleMessages() []Message {
 			TopicPatterns: []string{"my-.*"},
 		},
 		&ResumeMirrorTopicsResponse{ThrottleTimeMs: 8, ErrorCode: 10, ErrorMessage: strp("resume"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+
+		&RecoverMirrorTopicsRequest{
+			MirrorName:    "my-mirror",
+			Topics:        []MirrorTopicData{{TopicId: sampleTopicID, TopicName: "my-topic"}},
+			TopicPatterns: []string{"orders-.*"},
+		},
+		&RecoverMirrorTopicsResponse{ThrottleTimeMs: 9, ErrorCode: 11, ErrorMessage: strp("recover"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
 
 		&ReadMirrorStatesRequest{
 			MirrorName: "my-mirror",

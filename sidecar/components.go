@@ -237,16 +237,18 @@ func (c *components) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// SourceKgoOpts turns a mirror's source settings (bootstrap.servers and
-// Kafka's client security properties) into franz-go options; it refuses
+// SourceKgoOpts turns a mirror's source settings (bootstrap.servers, Kafka's
+// client security properties and the consumer properties of
+// sourceprops.go) into franz-go options; it refuses
 // unknown keys with the key named. ${env:NAME} and ${file:path:key}
 // references are resolved here, on every connect, so the raft state keeps
 // the reference and a rotated secret file takes effect at the next
 // connection; a reference that does not resolve fails naming the key.
 func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
-	known := make([]string, 0, len(security.ClientKeys)+1)
+	known := make([]string, 0, len(security.ClientKeys)+len(sourceClientKeys)+1)
 	known = append(known, "bootstrap.servers")
 	known = append(known, security.ClientKeys...)
+	known = append(known, sourceClientKeys...)
 	props := make(map[string]string, len(config))
 	r := properties.NewResolver()
 	for _, k := range slices.Sorted(maps.Keys(config)) {
@@ -261,6 +263,13 @@ func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
 	}
 	bootstrap := props["bootstrap.servers"]
 	delete(props, "bootstrap.servers")
+	clientProps := map[string]string{}
+	for _, k := range sourceClientKeys {
+		if v, ok := props[k]; ok {
+			clientProps[k] = v
+			delete(props, k)
+		}
+	}
 	cc, err := security.ParseClientConfig(props, "")
 	if err != nil {
 		return nil, err
@@ -271,5 +280,13 @@ func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
 			return nil, configErr("bootstrap.servers", "%q %s", b, problem)
 		}
 	}
-	return cc.KgoOpts()
+	opts, err := cc.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	more, err := sourceClientOpts(clientProps, cc)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, more...), nil
 }

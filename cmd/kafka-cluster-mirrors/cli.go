@@ -6,19 +6,22 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sidemirror/sidemirror/internal/partstate"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
 // The actions, in the order the error messages list them.
-var actions = []string{"create", "delete", "describe", "list", "start", "stop", "pause", "resume", "alter",
+var actions = []string{"create", "delete", "describe", "list", "start", "stop", "pause", "resume", "recover", "alter",
 	"add-sidecar", "remove-sidecar", "list-sidecars", "add-acl", "list-acls", "remove-acl"}
 
 // sidecarActions change or list the raft group; they take no --mirror.
@@ -28,8 +31,8 @@ var sidecarActions = map[string]bool{"add-sidecar": true, "remove-sidecar": true
 // (KIP-1279 §8.3).
 const clusterMirrorsEntityType = "cluster-mirrors"
 
-// topicActions take --topics.
-var topicActions = map[string]bool{"start": true, "stop": true, "pause": true, "resume": true}
+// topicActions take --topics and require it.
+var topicActions = map[string]bool{"start": true, "stop": true, "pause": true, "resume": true, "recover": true}
 
 // Defaults of the admin client.
 const (
@@ -40,6 +43,8 @@ const (
 	// minutes, coordinator.ReseedTimeout).
 	reseedRequestTimeout = 16 * time.Minute
 	dialTimeout          = 10 * time.Second
+	// defaultInterval is how often --wait and --watch describe.
+	defaultInterval = 2 * time.Second
 )
 
 // usage is printed by --help; it follows KIP-1279's help text.
@@ -105,7 +110,14 @@ Option                                  Description
 --exclude <String: exclude patterns>    Comma-separated list of topic names or
                                           regex patterns to exclude from
                                           mirroring. Only valid with --start.
+--failed                                With --describe: only the FAILED
+                                          partitions, with their automatic
+                                          retries (RETRY: n/max, or
+                                          NonRetryable) and reason (ERROR).
 --help                                  Print usage information.
+--interval <String: duration>           How often --wait and --watch ask
+                                          (milliseconds or 2s, 1m; default
+                                          2s).
 --json                                  Output description in JSON format
 --list                                  List all cluster mirrors.
 --list-acls                             List ACLs (kafka-acls.sh --list),
@@ -127,6 +139,9 @@ Option                                  Description
                                           principal's ACLs.
 --raft-address <String: host:port>      The raft address of the sidecar to
                                           add.
+--recover                               Restart the FAILED partitions of the
+                                          topics matching the given patterns,
+                                          with new automatic retries.
 --remove-acl                            Remove ACLs (kafka-acls.sh --remove):
                                           those named, or every ACL of the
                                           resource.
@@ -146,26 +161,52 @@ Option                                  Description
                                           topics matching the given patterns.
 --start                                 Start mirroring topics matching the
                                           given patterns.
+--state <String: states>                With --describe: only the partitions
+                                          in these states (comma-separated,
+                                          e.g. FAILED,LOG_TRUNCATION).
 --stop                                  Stop mirroring topics matching the
                                           given patterns.
+--timeout <String: duration>            With --wait: give up after this long
+                                          (milliseconds or 90s, 10m); exit 4.
 --topics <String: topics>               Comma-separated list of topic names or
                                           regex patterns (e.g., 'my-topic,
-                                          orders-.*,payments').
+                                          orders-.*,payments'). With
+                                          --describe: only these topics.
 --version                               Display the version.
+--wait                                  With --start or --resume: return once
+                                          every partition of the topics is
+                                          MIRRORING with lag 0.
+--watch                                 With --describe: describe again every
+                                          --interval, with each mirror's
+                                          total lag, its rate and an ETA,
+                                          until interrupted.
+
+Long options may be abbreviated to any unambiguous prefix (--bootstrap for
+--bootstrap-server). Exit codes: 0 success; 1 error; 2 --describe found
+FAILED partitions (among those it shows), or --wait met one; 3 --wait timed
+out.
 `
 
 // Config is a parsed command line.
 type Config struct {
-	BootstrapServers  []string // --bootstrap-server, split on commas
-	CommandConfigPath string   // --command-config
-	Action            string   // one of actions
-	actionsGiven      []string // every action flag given, for Validate
-	Mirror            string   // --mirror
-	MirrorConfigPath  string   // --mirror-config
-	Topics            []string // --topics, split on commas
-	Exclude           []string // --exclude, split on commas
-	JSON              bool     // --json
-	Reseed            bool     // --reseed
+	BootstrapServers  []string      // --bootstrap-server, split on commas
+	CommandConfigPath string        // --command-config
+	Action            string        // one of actions
+	actionsGiven      []string      // every action flag given, for Validate
+	Mirror            string        // --mirror
+	MirrorConfigPath  string        // --mirror-config
+	Topics            []string      // --topics, split on commas
+	Exclude           []string      // --exclude, split on commas
+	JSON              bool          // --json
+	Reseed            bool          // --reseed
+	Failed            bool          // --failed
+	States            []string      // --state, split on commas, upper-cased
+	Wait              bool          // --wait
+	Watch             bool          // --watch
+	Timeout           time.Duration // --timeout (--wait); 0: none
+	Interval          time.Duration // --interval (--wait, --watch)
+	timeoutFlag       string
+	intervalFlag      string
 
 	AddConfigFlag  string   // --add-config, parsed by Load
 	AddConfigFile  string   // --add-config-file
@@ -201,6 +242,13 @@ func configFromFlags(c *cli.Context) Config {
 		Exclude:           splitList(c.String("exclude")),
 		JSON:              c.Bool("json"),
 		Reseed:            c.Bool("reseed"),
+		Failed:            c.Bool("failed"),
+		States:            splitList(strings.ToUpper(c.String("state"))),
+		Wait:              c.Bool("wait"),
+		Watch:             c.Bool("watch"),
+		timeoutFlag:       c.String("timeout"),
+		intervalFlag:      c.String("interval"),
+		Interval:          defaultInterval,
 		ClientID:          defaultClientID,
 		RequestTimeout:    defaultRequestTimeout,
 
@@ -291,16 +339,94 @@ func (cfg *Config) Validate() error {
 		return errors.New("--mirror-config is only valid with --create")
 	case topicActions[a] && len(cfg.Topics) == 0:
 		return fmt.Errorf("--%s requires --topics", a)
-	case !topicActions[a] && len(cfg.Topics) > 0:
-		return fmt.Errorf("--topics is only valid with %s", flagList([]string{"start", "stop", "pause", "resume"}, "or"))
+	case !topicActions[a] && a != "describe" && len(cfg.Topics) > 0:
+		return fmt.Errorf("--topics is only valid with %s", flagList([]string{"start", "stop", "pause", "resume", "recover", "describe"}, "or"))
+	case a != "describe" && cfg.Failed:
+		return errors.New("--failed is only valid with --describe")
+	case a != "describe" && len(cfg.States) > 0:
+		return errors.New("--state is only valid with --describe")
+	case cfg.Failed && len(cfg.States) > 0:
+		return errors.New("--failed and --state cannot be combined: --failed shows the FAILED partitions")
 	case a != "start" && len(cfg.Exclude) > 0:
 		return errors.New("--exclude is only valid with --start")
 	case a != "start" && cfg.Reseed:
 		return errors.New("--reseed is only valid with --start: kafka-cluster-mirrors --start --reseed --topics <diverged topics> --mirror <mirror>")
 	case cfg.JSON && a != "describe" && a != "list":
 		return errors.New("--json is only valid with --describe or --list")
+	case cfg.JSON && cfg.Failed:
+		return errors.New("--failed is a table; with --json use --state FAILED")
+	case cfg.Wait && a != "start" && a != "resume":
+		return errors.New("--wait is only valid with --start or --resume")
+	case cfg.Wait && cfg.Reseed:
+		return errors.New("--wait is not valid with --reseed")
+	case cfg.Watch && a != "describe":
+		return errors.New("--watch is only valid with --describe")
+	case cfg.Watch && cfg.JSON:
+		return errors.New("--watch is a table; --json is not valid with it")
+	case cfg.timeoutFlag != "" && !cfg.Wait:
+		return errors.New("--timeout is only valid with --wait")
+	case cfg.intervalFlag != "" && !cfg.Wait && !cfg.Watch:
+		return errors.New("--interval is only valid with --wait or --watch")
+	}
+	var err error
+	if cfg.timeoutFlag != "" {
+		if cfg.Timeout, err = parseDuration("--timeout", cfg.timeoutFlag); err != nil {
+			return err
+		}
+	}
+	if cfg.intervalFlag != "" {
+		if cfg.Interval, err = parseDuration("--interval", cfg.intervalFlag); err != nil {
+			return err
+		}
+	}
+	for _, s := range cfg.States {
+		if _, ok := partstate.Parse(s); !ok {
+			return fmt.Errorf("--state %s is not a partition state (expected %s)", s, strings.Join(stateNames(), ", "))
+		}
+	}
+	if a == "describe" {
+		if _, err := compileTopicFilter(cfg.Topics); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// parseDuration reads a positive duration: milliseconds (as Kafka's tools
+// take them) or a Go duration such as 90s or 10m.
+func parseDuration(flag, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if ms, nerr := strconv.ParseInt(v, 10, 64); nerr == nil {
+		d, err = time.Duration(ms)*time.Millisecond, nil
+	}
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s %q is not a positive duration (milliseconds, or with a unit: 90s, 10m)", flag, v)
+	}
+	return d, nil
+}
+
+// stateNames returns the names of the partition states.
+func stateNames() []string {
+	out := make([]string, len(partstate.States))
+	for i, s := range partstate.States {
+		out[i] = s.String()
+	}
+	return out
+}
+
+// compileTopicFilter compiles --describe --topics: names or regexes, each
+// matched against the whole topic name, as the server does for the other
+// actions. No patterns: every topic.
+func compileTopicFilter(patterns []string) ([]*regexp.Regexp, error) {
+	out := make([]*regexp.Regexp, 0, len(patterns))
+	for _, p := range patterns {
+		re, err := regexp.Compile("^(?:" + p + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("--topics %q is not a valid regex: %v", p, err)
+		}
+		out = append(out, re)
+	}
+	return out, nil
 }
 
 // Load reads the property files named by the flags.
@@ -382,7 +508,9 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.StringFlag{Name: "entity-name"},
 			&cli.StringFlag{Name: "entity-type"},
 			&cli.StringFlag{Name: "exclude"},
+			&cli.BoolFlag{Name: "failed"},
 			&cli.BoolFlag{Name: "help"},
+			&cli.StringFlag{Name: "interval"},
 			&cli.BoolFlag{Name: "json"},
 			&cli.BoolFlag{Name: "list"},
 			&cli.BoolFlag{Name: "list-sidecars"},
@@ -390,13 +518,18 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.StringFlag{Name: "mirror-config"},
 			&cli.BoolFlag{Name: "pause"},
 			&cli.StringFlag{Name: "raft-address"},
+			&cli.BoolFlag{Name: "recover"},
 			&cli.BoolFlag{Name: "remove-sidecar"},
 			&cli.BoolFlag{Name: "reseed"},
 			&cli.BoolFlag{Name: "resume"},
 			&cli.BoolFlag{Name: "start"},
+			&cli.StringFlag{Name: "state"},
 			&cli.BoolFlag{Name: "stop"},
+			&cli.StringFlag{Name: "timeout"},
 			&cli.StringFlag{Name: "topics", Aliases: []string{"topic"}}, // --topic: the KIP's DR example
 			&cli.BoolFlag{Name: "version"},
+			&cli.BoolFlag{Name: "wait"},
+			&cli.BoolFlag{Name: "watch"},
 		),
 		Action: func(c *cli.Context) error {
 			// --help never gets here: urfave/cli prints the help template.
@@ -428,14 +561,81 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := 0
-	if err := newApp(stdout, stderr, &code).RunContext(ctx, args); err != nil {
+	app := newApp(stdout, stderr, &code)
+	args, err := expandPrefixes(args, app.Flags)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
 		if errors.Is(err, errSettings) {
-			return 2
+			return exitSettings
 		}
 		return 1
 	}
 	return code
+}
+
+// expandPrefixes rewrites abbreviated long options to their full names, as
+// Kafka's tools (joptsimple) accept them: --bootstrap is --bootstrap-server
+// when no other option starts with "bootstrap". An exact name always wins;
+// a prefix of several options is an error naming them; an unknown option is
+// left for the parser to refuse. It works from the flag definitions, so
+// every option added later is covered. args[0] is the program name; "--"
+// ends the options, and the value of an option that takes one is skipped.
+func expandPrefixes(args []string, flags []cli.Flag) ([]string, error) {
+	byName := map[string]cli.Flag{}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			byName[n] = f
+		}
+	}
+	takesValue := func(f cli.Flag) bool {
+		_, isBool := f.(*cli.BoolFlag)
+		return !isBool
+	}
+	out := slices.Clone(args)
+	for i := 1; i < len(out); i++ {
+		arg := out[i]
+		if arg == "--" {
+			break
+		}
+		dashes := len(arg) - len(strings.TrimLeft(arg, "-"))
+		if dashes == 0 || dashes > 2 || len(arg) == dashes {
+			continue // an argument, or a bare "-"
+		}
+		name, value, hasValue := strings.Cut(arg[dashes:], "=")
+		f, exact := byName[name]
+		if !exact {
+			var matches []string
+			seen := map[cli.Flag]bool{}
+			for _, fl := range flags {
+				for _, n := range fl.Names() {
+					if strings.HasPrefix(n, name) && !seen[fl] {
+						seen[fl] = true
+						matches = append(matches, fl.Names()[0])
+					}
+				}
+			}
+			switch len(matches) {
+			case 0:
+				continue
+			case 1:
+				f = byName[matches[0]]
+				out[i] = "--" + matches[0]
+				if hasValue {
+					out[i] += "=" + value
+				}
+			default:
+				slices.Sort(matches)
+				return nil, fmt.Errorf("option --%s is ambiguous: it could be %s (see --help)", name, flagList(matches, "or"))
+			}
+		}
+		if takesValue(f) && !hasValue {
+			i++ // its value, even if it starts with a dash
+		}
+	}
+	return out, nil
 }
 
 // connect dials the bootstrap servers in order and returns the first

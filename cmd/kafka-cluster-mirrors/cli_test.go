@@ -384,6 +384,7 @@ func TestDescribe(t *testing.T) {
 	unreachableResp := &protocol.DescribeClusterMirrorsResponse{Mirrors: []protocol.DescribedMirror{{
 		MirrorName: "my-mirror", Topics: []protocol.DescribedTopic{{TopicName: "orders", Partitions: []protocol.PartitionDetail{unreachable}}},
 	}}}
+	full.RetryAttempt, full.MaxRetryAttempts = 3, 20
 	everyField := &protocol.DescribeClusterMirrorsResponse{ThrottleTimeMs: 1, Mirrors: []protocol.DescribedMirror{{
 		MirrorName: "my-mirror", AuthorizedOperations: -2147483648,
 		Topics:          []protocol.DescribedTopic{{TopicName: "foo", Partitions: []protocol.PartitionDetail{full}}},
@@ -456,7 +457,10 @@ func TestDescribe(t *testing.T) {
               "ownerBrokerId": 2,
               "sourceUnreachableSinceMs": 1764637323000,
               "lagTimeMs": 61250,
-              "lastFetchTimestampMs": 1764637323000
+              "lastFetchTimestampMs": 1764637323000,
+              "retryAttempt": 3,
+              "maxRetryAttempts": 20,
+              "nonRetryable": false
             }
           ]
         }
@@ -482,6 +486,7 @@ func TestDescribe(t *testing.T) {
   ]
 }
 `,
+			wantCode: 3, // a FAILED partition
 		},
 		{
 			name: "describe json with empty lists",
@@ -557,13 +562,13 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "no action",
 			args:     []string{"--mirror", "m"},
-			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls or --remove-acl\n",
+			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --recover, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls or --remove-acl\n",
 			wantCode: 1,
 		},
 		{
 			name:     "two actions",
 			args:     []string{"--create", "--delete", "--mirror", "m"},
-			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls and --remove-acl\n",
+			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --recover, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls and --remove-acl\n",
 			wantCode: 1,
 		},
 		{
@@ -605,7 +610,7 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "--topics with --list",
 			args:     []string{"--list", "--topics", "a"},
-			wantErr:  "Error: --topics is only valid with --start, --stop, --pause or --resume\n",
+			wantErr:  "Error: --topics is only valid with --start, --stop, --pause, --resume, --recover or --describe\n",
 			wantCode: 1,
 		},
 		{

@@ -11,12 +11,14 @@
 //
 // main stays thin (main.go): cli.go parses the flags into a Config and
 // validates it, commands.go runs one action against a client and prints its
-// outcome, admin.go --alter and the actions on the sidecars' raft group,
-// acls.go the ACL actions (kafka-acls.sh --cluster-mirror), security.go the
-// client security of --command-config. Exit codes: 0 on success, 2 for
+// outcome, wait.go --start/--resume --wait and --describe --watch, admin.go
+// --alter and the actions on the sidecars' raft group, acls.go the ACL
+// actions (kafka-acls.sh --cluster-mirror), security.go the client security
+// of --command-config. Exit codes (docs/operations.md): 0 on success, 1 on
+// any other error (usage, connection, Kafka error codes), 2 for
 // --command-config settings refused at validation (unsupported or invalid
-// security settings), 1 on any other error (usage, connection, Kafka error
-// codes).
+// security settings), 3 when --describe shows FAILED partitions or --wait
+// meets one, 4 when --wait times out.
 package main
 
 import (
