@@ -34,6 +34,7 @@
 //
 //	main.go    flags, the test bed, the workloads and the three contenders
 //	report.go  the tables, the ratios and the docs/performance.md section
+//	plot.go    the SVG chart of records/s per workload and contender
 package main
 
 import (
@@ -120,6 +121,7 @@ func main() {
 	flag.StringVar(&o.Contenders, "contenders", "limit,sidemirror,mm2", "comma-separated contenders: limit, sidemirror, mm2")
 	flag.IntVar(&o.WarmupRecords, "warmup-records", 200_000, "records written to the destination before measuring")
 	doc := flag.String("doc", "", "write the tables into the Benchmark section of this Markdown file (docs/performance.md)")
+	plot := flag.String("plot", "", "write an SVG chart of records/s per workload per contender to this file (linked from -doc when beside it)")
 	note := flag.String("note", "", "a sentence on the run's conditions, written after the run's description in -doc")
 	asJSON := flag.Bool("json", false, "print the results as one JSON line")
 	flag.Parse()
@@ -144,6 +146,17 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(rep)
 	} else {
 		fmt.Print(rep.Markdown())
+	}
+	if *plot != "" {
+		if err := writePlot(*plot, rep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if *doc != "" {
+			if rel, err := filepath.Rel(filepath.Dir(*doc), *plot); err == nil && !strings.HasPrefix(rel, "..") {
+				rep.Plot = rel
+			}
+		}
 	}
 	if *doc != "" {
 		if err := writeDoc(*doc, rep); err != nil {

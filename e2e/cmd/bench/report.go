@@ -51,6 +51,7 @@ type report struct {
 	KafkaVersion string            `json:"kafkaVersion"`
 	Date         string            `json:"date"`
 	Note         string            `json:"note,omitempty"`
+	Plot         string            `json:"plot,omitempty"` // the chart, relative to the doc
 	Workloads    []*workloadResult `json:"workloads"`
 }
 
@@ -155,6 +156,9 @@ func (r *report) Markdown() string {
 		b.WriteString(r.Note)
 	}
 	b.WriteString("\n\n")
+	if r.Plot != "" {
+		fmt.Fprintf(&b, "![records/s per workload and contender](%s)\n\n", r.Plot)
+	}
 	for _, w := range r.Workloads {
 		b.WriteString(w.Table())
 	}
@@ -173,10 +177,10 @@ batching by itself: batch.size 128 KiB, linger 20 ms; its wall time includes its
 topics have replication factor 3, every write is acks=all. MB/s is the source's log bytes of one
 topic per second (the same bytes for every contender, so the ratios of MB/s and of records/s are
 equal); CPU s is the contender's own processes (the three sidecars, the MM2 JVM, kcat), the brokers'
-CPU has a column of its own; peak RSS is per process (VmHWM, reset before each contender). Flags:
-` + "`-records`, `-value-bytes`, `-partitions`, `-many-partitions`, `-workloads` (zstd, lz4, small, partitions), " +
-	"`-contenders`, `-warmup-records`, `-doc`, `-note`, `-json`" + `. The section below is written by
-` + "`make bench`" + ` (` + "`-doc docs/performance.md`" + `) from its last run.
+CPU has a column of its own; peak RSS is per process (VmHWM, reset before each contender). The limit's
+producer compresses the records itself, on the same cores as the brokers; the mirrors copy the source's
+compressed batches. Flags are in [operations.md](operations.md#performance). The rest of this section
+is written by ` + "`make bench`" + ` (` + "`-doc docs/performance.md`" + `) from its last run.
 
 `
 

@@ -62,3 +62,19 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+func TestThroughputSVG(t *testing.T) {
+	w := &workloadResult{Records: 1000, SourceBytes: 1e6, Workload: workload{Description: "zstd & co"}}
+	w.add(&measurement{Contender: limitName, Seconds: 1})
+	w.add(&measurement{Contender: sidemirrorName, Seconds: 2})
+	svg := throughputSVG(&report{Workloads: []*workloadResult{w}, Options: options{Records: 1000}})
+	if n := strings.Count(svg, "<rect "); n != 3 { // the background and two bars
+		t.Errorf("%d rects, want the background and 2 bars:\n%s", n, svg)
+	}
+	// The fastest bar is the full width, the other half of it.
+	for _, s := range []string{`width="420" height="18" fill="#9e9e9e"`, `width="210" height="18" fill="#1f77b4"`, "500 (0.50 of the limit)", "zstd &amp; co"} {
+		if !strings.Contains(svg, s) {
+			t.Errorf("the chart has no %q:\n%s", s, svg)
+		}
+	}
+}
