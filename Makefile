@@ -3,8 +3,10 @@
 #   make demo   set up a fresh machine, start source and destination clusters
 #               with sidecars, mirror a topic; prints the status page's URL
 #   make test   set up a fresh machine and run every test (unit, integration, e2e)
-#   make bench  Go benchmarks of the data plane, then the end-to-end mirroring
-#               benchmark on real Kafka (BENCH_ARGS, e.g. -records 2000000 -codec lz4)
+#   make bench  Go benchmarks of the data plane, then the end-to-end benchmark on
+#               real Kafka: sidemirror beside MirrorMaker 2 and the destination's own
+#               ingest, per workload; writes docs/performance.md's Benchmark section
+#               (BENCH_ARGS, e.g. -records 200000 -workloads zstd,small)
 #   make failover-compare  a consumer group's failover with sidemirror and with
 #               MirrorMaker 2: records re-read and skipped (docs/failover-compare.md)
 #   make release  release archives, .deb and .rpm packages in dist/ (reproducible)
@@ -111,7 +113,7 @@ failover-compare: setup build
 # Measures, asserts nothing: see docs/operations.md#performance.
 bench: setup build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fetcher/
-	$(GO) run ./e2e/cmd/bench $(BENCH_ARGS)
+	$(GO) run ./e2e/cmd/bench -doc docs/performance.md -plot docs/benchmark-throughput.svg $(BENCH_ARGS)
 
 demo: setup build
 	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))

@@ -8,7 +8,7 @@
 // per-node Stop, Start, Kill, Freeze and Thaw for fault tests; StartSidecars
 // runs one sidemirror sidecar beside each destination node; StartMirrorMaker
 // runs Kafka's MirrorMaker 2 (dedicated mode, its jars resolved the same way
-// by ResolveMirrorMaker) for the comparison of e2e/failover. Each process's
+// by ResolveMirrorMaker) for the comparisons of e2e/failover and e2e/cmd/bench. Each process's
 // output goes to a log file whose tail a failing test prints.
 //
 // # Two beds
@@ -59,7 +59,7 @@
 //	mm2.go      MirrorMaker: a dedicated-mode MirrorMaker 2 JVM and its mm2.properties
 //	process.go  starting processes that die with the test process; KillAll
 //	clients.go  franz-go options, client properties and kcat arguments per cluster
-//	measure.go  end offsets, sidecar CPU, summed metrics and peak RSS
+//	measure.go  end offsets, CPU of sidecars, nodes and processes, summed metrics, peak RSS
 //	netns.go    Network and Host: the bridge, the namespaces, stale-run cleanup
 //	reaper.go   the process that removes a crashed run's network
 //	faults.go   network faults of the multi-host bed, Node.Freeze and Thaw, source faults of an Env

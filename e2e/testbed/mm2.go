@@ -148,6 +148,14 @@ func (m *MirrorMaker) LogTail(lines int) string {
 	return fmt.Sprintf("=== last %d lines of %s\n%s\n", lines, m.logPath, tail(string(data), lines))
 }
 
+// PID returns the JVM's process ID, or 0 once it has exited.
+func (m *MirrorMaker) PID() int {
+	if !m.Running() {
+		return 0
+	}
+	return m.proc.cmd.Process.Pid
+}
+
 // Running reports whether the JVM is alive.
 func (m *MirrorMaker) Running() bool {
 	select {
