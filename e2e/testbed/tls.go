@@ -43,10 +43,14 @@ type SecureListeners struct {
 	// MTLS adds ListenerMTLS, SSL with client authentication required
 	// (client certificates signed by PKI).
 	MTLS bool
-	// OAuthJWKSURL, if set, adds ListenerOAuth, SASL_SSL with OAUTHBEARER:
-	// the brokers validate JWTs with the keys the URL serves (Kafka's
-	// OAuthBearerValidatorCallbackHandler), and the JVM allows the URL
-	// (org.apache.kafka.sasl.oauthbearer.allowed.urls).
+	// OAuthJWKSURL, if set, adds ListenerOAuth, SASL_SSL with OAUTHBEARER
+	// validated by Kafka's OAuthBearerValidatorCallbackHandler, with
+	// sasl.oauthbearer.jwks.endpoint.url set to the URL and the JVM
+	// allowing it (org.apache.kafka.sasl.oauthbearer.allowed.urls). On
+	// Kafka 4.1 that handler's default validator checks a token's claims
+	// only, not its signature, and never fetches the URL; BrokerConfig
+	// sasl.oauthbearer.jwt.validator.class=org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator
+	// makes the brokers verify tokens against it.
 	OAuthJWKSURL string
 }
 
