@@ -128,10 +128,22 @@ func runSidecar(path string) error {
 	defer stop()
 	if err := sc.Run(ctx); err != nil {
 		log.Error("sidemirror stopped with an error", zap.Error(err))
-		return &exitError{exitRuntime, err}
+		return &exitError{runExitCode(err), err}
 	}
 	log.Info("sidemirror stopped")
 	return nil
+}
+
+// runExitCode is the exit code of an error of Sidecar.Run: a configuration
+// error found while starting (a key or trust store file that cannot be read
+// or holds no usable certificate, say) is a bad configuration, exit code 2
+// like every other, which service managers do not restart; anything else
+// is a runtime error.
+func runExitCode(err error) int {
+	if errors.Is(err, sidecar.ErrInvalidConfig) {
+		return exitUsage
+	}
+	return exitRuntime
 }
 
 // dumpState prints __mirror_state as JSON lines.
@@ -143,7 +155,7 @@ func dumpState(path string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := sidecar.DumpState(ctx, cfg, stdout); err != nil {
-		return &exitError{exitRuntime, err}
+		return &exitError{runExitCode(err), err}
 	}
 	return nil
 }

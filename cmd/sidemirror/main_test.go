@@ -127,6 +127,32 @@ func TestBinary(t *testing.T) {
 		})
 	}
 
+	// Key and trust stores are read when the sidecar starts: one that does
+	// not load is a bad configuration too (exit code 2, not restarted by
+	// systemd), naming its key.
+	for key, extra := range map[string]string{
+		"destination.ssl.keystore.location": "destination.security.protocol=SSL\ndestination.ssl.keystore.type=PKCS12\n" +
+			"destination.ssl.keystore.location=/nonexistent/mirror.p12\ndestination.ssl.keystore.password=changeit\n",
+		"peer.ssl.keystore.location": "peer.security.protocol=SSL\npeer.ssl.keystore.location=/nonexistent/peer.pem\n" +
+			"peer.ssl.truststore.location=/nonexistent/ca.pem\n",
+	} {
+		t.Run("store that does not load: "+key, func(t *testing.T) {
+			dir := t.TempDir()
+			text := fmt.Sprintf("local.broker.id=1\nlocal.bootstrap.servers=127.0.0.1:1\ndata.dir=%s\n"+
+				"admin.listener=127.0.0.1:0\nraft.listener=127.0.0.1:0\nhttp.listener=127.0.0.1:0\nraft.peers=1@127.0.0.1:1\n%s",
+				filepath.Join(dir, "data"), extra)
+			var stderr bytes.Buffer
+			cmd := exec.Command(bin, "run", "--config", writeConfig(t, text))
+			cmd.Stderr = &stderr
+			if code := exitCode(t, cmd.Run()); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "sidemirror: config: "+key+": cannot read /nonexistent/") {
+				t.Errorf("stderr does not name %s:\n%s", key, stderr.String())
+			}
+		})
+	}
+
 	for _, tc := range badConfigs {
 		t.Run("state dump with a bad config: "+tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -63,6 +63,10 @@ type ClusterOptions struct {
 	// so that Node.FillLogDir can fill it (disk.go). The mounts go with
 	// the Network.
 	LogDirTmpfsMB int
+	// Secure, if set, adds TLS client listeners (SASL_SSL with SCRAM, SSL
+	// with client authentication, SASL_SSL with OAUTHBEARER) beside the
+	// BROKER listener (tls.go).
+	Secure *SecureListeners
 }
 
 // User is a SASL/PLAIN principal of a test cluster.
@@ -109,6 +113,7 @@ type Node struct {
 	proxy          *Proxy // nil unless ClusterOptions.Proxied
 	dir            string
 	logPath        string
+	secureAddrs    map[string]string // listener name -> host:port (tls.go)
 
 	mu   sync.Mutex
 	proc *process
@@ -134,6 +139,9 @@ func StartCluster(ctx context.Context, dist Distribution, parent string, opts Cl
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	if err := c.placeNodes(); err != nil {
+		return nil, err
+	}
+	if err := c.placeSecureListeners(); err != nil {
 		return nil, err
 	}
 	for _, n := range c.nodes {
@@ -403,6 +411,9 @@ func (n *Node) writeConfig() error {
 		props["allow.everyone.if.no.acl.found"] = "true"
 		props["super.users"] = strings.Join(SuperUsers, ";")
 	}
+	if err := n.secureConfig(props); err != nil {
+		return err
+	}
 	maps.Copy(props, c.opts.BrokerConfig)
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(props)) {
@@ -426,6 +437,7 @@ func (n *Node) format(ctx context.Context) error {
 			args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u.Name, u.Password))
 		}
 	}
+	args = append(args, n.secureFormatArgs()...)
 	cmd := exec.CommandContext(ctx, java, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
@@ -444,7 +456,7 @@ func (n *Node) jvmOptions() []string {
 		// CPU low on a 2-core machine.
 		opts = []string{"-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m"}
 	}
-	return append(slices.Clone(opts),
+	return append(append(slices.Clone(opts), n.secureJVMOptions()...),
 		fmt.Sprintf("-Xmx%dm", o.HeapMB),
 		"-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile="+filepath.Join(n.cluster.dir, "log4j2.properties"))
