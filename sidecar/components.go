@@ -157,6 +157,7 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		defer close(c.loopDone)
 		svc.Run(loopCtx)
 	})
+	s.routines.Go("sidecar-registry", func() { registerSidecar(loopCtx, c.states, s.cfg.LocalBrokerID, adminAddr, s.log) })
 	var handler protocol.Handler = svc
 	if c.peerLayer != nil {
 		handler = raftnode.PeerGuard(svc, s.log.Named("admin"))

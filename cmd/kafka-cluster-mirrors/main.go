@@ -12,6 +12,10 @@
 // validates it, commands.go runs one action against a client and prints its
 // outcome, admin.go --alter and the actions on the sidecars' raft group. Exit codes: 0
 // on success, 1 on any error (usage, connection, Kafka error codes).
+//
+// bootstrap.go resolves a --bootstrap-server that is a broker of the
+// destination cluster (as in the KIP's examples) to a sidecar, through the
+// sidecar registry in __mirror_state.
 package main
 
 import (
