@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sidemirror/sidemirror/internal/properties"
+	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
 )
@@ -23,6 +25,24 @@ import (
 // address there when it starts) and connects to the first sidecar that
 // answers as one, trying the sidecar beside the given broker first, then
 // the others by broker ID.
+
+// loadBrokerSecurity reads the Kafka client security settings of
+// --command-config (security.protocol, sasl.*, ssl.*) for the connection to
+// a broker; a sidecar's admin endpoint is PLAINTEXT and ignores them.
+func (cfg *Config) loadBrokerSecurity(props []properties.Property) error {
+	m := map[string]string{}
+	for _, p := range props {
+		if security.IsClientKey(p.Key) {
+			m[p.Key] = p.Value
+		}
+	}
+	c, err := security.ParseClientConfig(m, "")
+	if err != nil {
+		return fmt.Errorf("--command-config %s: %w", cfg.CommandConfigPath, err)
+	}
+	cfg.brokerSecurity = c
+	return nil
+}
 
 // errNoSidecars is matched by the error for a cluster without registry
 // records.
@@ -71,7 +91,11 @@ func resolveSidecar(ctx context.Context, cfg Config, addr string, cl *protocol.C
 	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	sidecar, err := isSidecar(ctx, cl)
-	if err != nil {
+	switch {
+	case err != nil && cfg.brokerSecurity.UsesTLS() && ctx.Err() == nil:
+		// A plain request to a TLS listener fails: with a TLS
+		// security.protocol, the address is taken as a broker's.
+	case err != nil:
 		_ = cl.Close()
 		return nil, fmt.Errorf("--bootstrap-server %s: %w", addr, err)
 	}
@@ -85,7 +109,20 @@ func resolveSidecar(ctx context.Context, cfg Config, addr string, cl *protocol.C
 // sidecarOfBroker reads the sidecar registry through the broker at addr and
 // connects to a live sidecar.
 func sidecarOfBroker(ctx context.Context, cfg Config, addr string) (*protocol.Client, error) {
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(cfg.ClientID), kgo.DialTimeout(dialTimeout))
+	sec := cfg.brokerSecurity
+	if sec.SecurityProtocol == "" { // no --command-config
+		sec = security.DefaultClientConfig("")
+	}
+	seed := addr
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		seed = net.JoinHostPort("localhost", port) // ":9094", as in the KIP's examples
+	}
+	sec.BootstrapServers = []string{seed}
+	opts, err := sec.KgoOpts()
+	if err != nil {
+		return nil, fmt.Errorf("--bootstrap-server %s is a Kafka broker, and --command-config does not say how to connect to it: %w", addr, err)
+	}
+	kcl, err := kgo.NewClient(append(opts, kgo.ClientID(cfg.ClientID), kgo.DialTimeout(dialTimeout))...)
 	if err != nil {
 		return nil, fmt.Errorf("--bootstrap-server %s is a Kafka broker, and a client of it cannot be made: %w", addr, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
@@ -121,11 +122,15 @@ func TestBootstrapBroker(t *testing.T) {
 	// Broker 2's sidecar is down: the others by ID, so sidecar 0.
 	check(2, h0, map[*fakeHandler]int{h0: 1, h1: 2})
 	check(0, h0, map[*fakeHandler]int{h0: 2, h1: 2})
+	// ":port", as the KIP's examples write a local broker: still beside it.
+	_, port, _ := net.SplitHostPort(brokers[1])
+	brokers[-1] = ":" + port
+	check(-1, h1, map[*fakeHandler]int{h0: 2, h1: 3})
 
 	// Sidecar 1 moves to a dead address (the latest record wins): broker 1
 	// leads to sidecar 0.
 	register(t, store, 1, deadAddr(t))
-	check(1, h0, map[*fakeHandler]int{h0: 3, h1: 2})
+	check(1, h0, map[*fakeHandler]int{h0: 3, h1: 3})
 
 	// The command config's client.id reaches the sidecar.
 	cc := writeFile(t, "client.properties", "client.id=ops-laptop\n")
@@ -170,5 +175,38 @@ func TestBootstrapBrokerNoRegistry(t *testing.T) {
 		if code != 1 || out != "" || errOut != want {
 			t.Errorf("%s: %d %q %q, want %q", step, code, out, errOut, want)
 		}
+	}
+}
+
+// TestBootstrapBrokerSASL: the broker needs SASL/PLAIN; --command-config's
+// security settings reach it, and the command reaches the sidecar.
+func TestBootstrapBrokerSASL(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "admin-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	store, err := statestore.New(cl, statestore.NumPartitions(1), statestore.ReplicationFactor(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	h, side := listingSidecar(t)
+	register(t, store, 0, side)
+
+	cc := writeFile(t, "client.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"+
+		`sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret";`+"\n")
+	want, _, _ := runCLI(t, "--bootstrap-server", side, "--list")
+	out, errOut, code := runCLI(t, "--bootstrap-server", c.ListenAddrs()[0], "--command-config", cc, "--list")
+	if code != 0 || out != want || errOut != "" {
+		t.Fatalf("--list against a SASL broker: %d %q %q, want %q", code, out, errOut, want)
+	}
+	if n := len(h.requests()); n != 2 {
+		t.Errorf("the sidecar got %d requests, want 2", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sidemirror/sidemirror/internal/properties"
+	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
@@ -151,6 +152,7 @@ type Config struct {
 	MirrorConfig   []properties.Property // --mirror-config's entries, in file order
 	ClientID       string                // client.id of --command-config
 	RequestTimeout time.Duration         // request.timeout.ms of --command-config
+	brokerSecurity security.ClientConfig // the security settings of --command-config, for brokers (bootstrap.go)
 }
 
 // configFromFlags copies the parsed flags into a Config.
@@ -280,12 +282,10 @@ func (cfg *Config) Load() error {
 						cfg.CommandConfigPath, p.Line, p.Value)
 				}
 				cfg.RequestTimeout = time.Duration(ms) * time.Millisecond
-			case "security.protocol":
-				if !strings.EqualFold(p.Value, "PLAINTEXT") {
-					return fmt.Errorf("--command-config %s: line %d: security.protocol=%s is not supported by this version of kafka-cluster-mirrors; only PLAINTEXT admin endpoints are, so remove the setting or use PLAINTEXT",
-						cfg.CommandConfigPath, p.Line, p.Value)
-				}
 			}
+		}
+		if err := cfg.loadBrokerSecurity(props); err != nil { // bootstrap.go
+			return err
 		}
 	}
 	if err := cfg.loadAlter(); err != nil {

@@ -690,10 +690,17 @@ func TestBootstrapServers(t *testing.T) {
 		t.Errorf("all servers down: %d %q", code, errOut)
 	}
 
-	ssl := writeFile(t, "ssl.properties", "security.protocol=SSL\n")
-	_, errOut, code = runCLI(t, "--bootstrap-server", addr, "--command-config", ssl, "--list")
-	want := "Error: --command-config " + ssl + ": line 1: security.protocol=SSL is not supported by this version of kafka-cluster-mirrors; only PLAINTEXT admin endpoints are, so remove the setting or use PLAINTEXT\n"
-	if code != 1 || errOut != want {
-		t.Errorf("SSL command-config: %d %q", code, errOut)
+	// The security settings are for brokers (bootstrap.go): a sidecar's
+	// admin endpoint is PLAINTEXT and is reached as one.
+	ssl := writeFile(t, "ssl.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"+
+		"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"secret-pw\";\n")
+	if _, errOut, code = runCLI(t, "--bootstrap-server", addr, "--command-config", ssl, "--list"); code != 0 {
+		t.Errorf("SASL_SSL command-config against a sidecar: %d %q", code, errOut)
+	}
+	bad := writeFile(t, "bad.properties", "security.protocol=KERBEROS\n")
+	_, errOut, code = runCLI(t, "--bootstrap-server", addr, "--command-config", bad, "--list")
+	want := "Error: --command-config " + bad + ": config: security.protocol: \"KERBEROS\" is not supported (expected "
+	if code != 1 || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("unsupported security.protocol: %d %q, want prefix %q", code, errOut, want)
 	}
 }
