@@ -131,6 +131,9 @@ func sidecarOfBroker(ctx context.Context, cfg Config, addr string) (*protocol.Cl
 	switch {
 	case errors.Is(err, statestore.ErrTopicNotFound):
 		registry = nil
+	case err != nil && sec.Protocol() == security.ProtocolPlaintext:
+		return nil, fmt.Errorf("--bootstrap-server %s is a Kafka broker, and reading the sidecar registry in %s failed "+
+			"(if its listener needs SASL or TLS, give security.protocol and its settings in --command-config): %w", addr, statestore.TopicName, err)
 	case err != nil:
 		return nil, fmt.Errorf("--bootstrap-server %s is a Kafka broker, and reading the sidecar registry in %s failed: %w", addr, statestore.TopicName, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +209,15 @@ func TestBootstrapBrokerSASL(t *testing.T) {
 	}
 	if n := len(h.requests()); n != 2 {
 		t.Errorf("the sidecar got %d requests, want 2", n)
+	}
+
+	// Without the SASL settings the registry cannot be read; the error
+	// says where they go.
+	short := writeFile(t, "short.properties", "request.timeout.ms=2000\n")
+	_, errOut, code = runCLI(t, "--bootstrap-server", c.ListenAddrs()[0], "--command-config", short, "--list")
+	wantErr := "Error: --bootstrap-server " + c.ListenAddrs()[0] + " is a Kafka broker, and reading the sidecar registry in __mirror_state failed " +
+		"(if its listener needs SASL or TLS, give security.protocol and its settings in --command-config): "
+	if code != 1 || !strings.HasPrefix(errOut, wantErr) {
+		t.Errorf("SASL broker without the settings: %d %q, want prefix %q", code, errOut, wantErr)
 	}
 }

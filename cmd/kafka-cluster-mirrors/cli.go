@@ -72,8 +72,9 @@ Option                                  Description
                                           remove.
 --command-config <String: command       Property file containing configs to be
   config property file>                   passed to the admin client
-                                          (client.id, request.timeout.ms,
-                                          security.protocol).
+                                          (client.id, request.timeout.ms; and
+                                          security.protocol, sasl.* and ssl.*
+                                          for a broker).
 --create                                Create a new cluster mirror from a
                                           source cluster.
 --delete                                Delete a cluster mirror.
