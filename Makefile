@@ -3,8 +3,12 @@
 #   make demo   set up a fresh machine, start source and destination clusters
 #               with sidecars, mirror a topic; prints the status page's URL
 #   make test   set up a fresh machine and run every test (unit, integration, e2e)
-#   make bench  Go benchmarks of the data plane, then the end-to-end mirroring
-#               benchmark on real Kafka (BENCH_ARGS, e.g. -records 2000000 -codec lz4)
+#   make bench  Go benchmarks of the data plane, then the end-to-end benchmark on
+#               real Kafka: sidemirror beside MirrorMaker 2 and the destination's own
+#               ingest, per workload; writes docs/performance.md's Benchmark section
+#               (BENCH_ARGS, e.g. -records 200000 -workloads zstd,small)
+#   make failover-compare  a consumer group's failover with sidemirror and with
+#               MirrorMaker 2: records re-read and skipped (docs/failover-compare.md)
 #   make release  release archives, .deb and .rpm packages in dist/ (reproducible)
 
 SHELL       := bash
@@ -19,7 +23,7 @@ LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X
 UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
 E2E_TIMEOUT ?= 35m
 
-.PHONY: all generate setup build test test-unit test-tools e2e lint demo bench chaos e2e-fail-check release clean
+.PHONY: all generate setup build test test-unit test-tools e2e lint demo bench chaos failover-compare e2e-fail-check release clean
 
 all: build generate
 
@@ -97,10 +101,19 @@ e2e-fail-check:
 chaos: build
 	CHAOS=1 $(GO) test -count=1 -v -timeout 90m -run '^TestChaos$$' ./e2e/chaos/
 
+# Failover outcome for a consumer group, sidemirror beside MirrorMaker 2
+# (e2e/failover, docs/failover-compare.md): a planned and an unplanned
+# failover, records re-read and skipped by each tool. A few minutes; not
+# part of make test.
+failover-compare: setup build
+	FAILOVER_COMPARE=1 $(GO) test -count=1 -v -timeout 20m -run '^TestFailoverCompare$$' ./e2e/failover/ 2>&1 | \
+		tee bin/failover-compare.log | grep -E '^(planned|unplanned) failover|^TOOL|^(sidemirror|mirrormaker2) |^(--- |ok|FAIL|PASS)|failover_test.go'; \
+		rc=$${PIPESTATUS[0]}; echo "full output: bin/failover-compare.log"; exit $$rc
+
 # Measures, asserts nothing: see docs/operations.md#performance.
 bench: setup build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fetcher/
-	$(GO) run ./e2e/cmd/bench $(BENCH_ARGS)
+	$(GO) run ./e2e/cmd/bench -doc docs/performance.md -plot docs/benchmark-throughput.svg $(BENCH_ARGS)
 
 demo: setup build
 	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
@@ -53,6 +54,7 @@ type admin struct {
 	dest     *Destination
 	destCl   *kgo.Client
 	dial     SourceDialer
+	authz    Authorization
 	timeout  time.Duration // bounds one operation (RequestTimeout)
 	now      func() time.Time
 	log      *zap.Logger
@@ -60,9 +62,9 @@ type admin struct {
 
 // handle answers one request of the admin endpoint (Service.Handle) from
 // the connection c: the internal APIs as they are, every other request
-// once this sidecar's state caught up with the raft group. c is where the
-// authorization of a request (its principal, DESIGN D15) plugs in.
-func (a *admin) handle(ctx context.Context, _ *protocol.ConnInfo, req protocol.Request) protocol.Response {
+// once this sidecar's state caught up with the raft group and its
+// principal (c.Principal) is authorized for it (authz.go, DESIGN D15).
+func (a *admin) handle(ctx context.Context, c *protocol.ConnInfo, req protocol.Request) protocol.Response {
 	ctx, cancel := context.WithTimeout(withEndpoint(ctx), a.timeout)
 	defer cancel()
 	if _, internal := req.(*protocol.ApplyCommandRequest); !internal {
@@ -75,15 +77,21 @@ func (a *admin) handle(ctx context.Context, _ *protocol.ConnInfo, req protocol.R
 			return resp
 		}
 	}
+	z := a.newAuthorizer(c)
+	if denied := a.authorize(z, req); denied != nil {
+		return denied
+	}
 	switch r := req.(type) {
 	case *protocol.ApplyCommandRequest:
 		return a.applyCommand(ctx, r)
 	case *protocol.CreateClusterMirrorRequest:
 		return a.createMirror(ctx, r)
 	case *protocol.ListClusterMirrorsRequest:
-		return a.listMirrors(r)
+		resp := a.listMirrors(r).(*protocol.ListClusterMirrorsResponse)
+		filterList(z, resp)
+		return resp
 	case *protocol.DescribeClusterMirrorsRequest:
-		return a.describeMirrors(ctx, r)
+		return a.authorizeDescribe(z, r, func(r *protocol.DescribeClusterMirrorsRequest) protocol.Response { return a.describeMirrors(ctx, r) })
 	case *protocol.DescribeLocalPartitionsRequest:
 		return a.describeLocal(r)
 	case *protocol.StartMirrorTopicsRequest:
@@ -94,12 +102,22 @@ func (a *admin) handle(ctx context.Context, _ *protocol.ConnInfo, req protocol.R
 		return a.pauseTopics(ctx, r)
 	case *protocol.ResumeMirrorTopicsRequest:
 		return a.resumeTopics(ctx, r)
+	case *protocol.RecoverMirrorTopicsRequest:
+		return a.recoverTopics(ctx, r)
 	case *protocol.DeleteClusterMirrorRequest:
 		return a.deleteMirror(ctx, r)
 	case *protocol.IncrementalAlterConfigsRequest:
-		return a.incrementalAlterConfigs(ctx, r)
+		return a.authorizeAlterConfigs(z, r, func(r *protocol.IncrementalAlterConfigsRequest) protocol.Response {
+			return a.incrementalAlterConfigs(ctx, r)
+		})
 	case *protocol.DescribeConfigsRequest:
-		return a.describeConfigs(r)
+		return a.authorizeDescribeConfigs(z, r, a.describeConfigs)
+	case *protocol.CreateAclsRequest:
+		return a.createAcls(ctx, r)
+	case *protocol.DescribeAclsRequest:
+		return a.describeAcls(r)
+	case *protocol.DeleteAclsRequest:
+		return a.deleteAcls(ctx, r)
 	case *protocol.AddSidecarRequest:
 		return a.addSidecar(ctx, r)
 	case *protocol.RemoveSidecarRequest:
@@ -187,6 +205,8 @@ func setError(req protocol.Request, resp protocol.Response, code int16, msg stri
 		r.ErrorCode, r.ErrorMessage = code, m
 	case *protocol.ResumeMirrorTopicsResponse:
 		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.RecoverMirrorTopicsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
 	case *protocol.ReadMirrorStatesResponse:
 		r.ErrorCode, r.ErrorMessage = code, m
 	case *protocol.WriteMirrorStatesResponse:
@@ -195,6 +215,20 @@ func setError(req protocol.Request, resp protocol.Response, code int16, msg stri
 		r.ErrorCode, r.ErrorMessage = code, m
 	case *protocol.DescribeLocalPartitionsResponse:
 		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.DescribeAclsResponse:
+		r.ErrorCode, r.ErrorMessage = code, m
+	case *protocol.CreateAclsResponse:
+		if q, ok := req.(*protocol.CreateAclsRequest); ok {
+			for range q.Creations {
+				r.Results = append(r.Results, kmsg.CreateACLsResponseResult{ErrorCode: code, ErrorMessage: m})
+			}
+		}
+	case *protocol.DeleteAclsResponse:
+		if q, ok := req.(*protocol.DeleteAclsRequest); ok {
+			for range q.Filters {
+				r.Results = append(r.Results, kmsg.DeleteACLsResponseResult{ErrorCode: code, ErrorMessage: m})
+			}
+		}
 	}
 }
 

@@ -83,6 +83,11 @@ type sidecarCluster struct {
 	admin  map[int32]string // admin endpoint by ID
 	svcs   map[int32]*Service
 	planes map[int32]*fakeDataPlane
+	// authz and serverOpts secure the admin endpoints
+	// (newSecureSidecarCluster).
+	authz      Authorization
+	serverOpts []protocol.ServerOpt
+	dial       SourceDialer // nil: testSourceDialer
 }
 
 func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
@@ -94,8 +99,21 @@ func newSidecarCluster(t *testing.T, ids ...int32) *sidecarCluster {
 // dest (a kfake cluster, say).
 func newSidecarClusterOn(t *testing.T, dest []string, ids ...int32) *sidecarCluster {
 	t.Helper()
+	return newSecureSidecarClusterOn(t, dest, Authorization{}, nil, ids...)
+}
+
+// newSecureSidecarCluster is newSidecarCluster with the admin endpoints'
+// authorization and server options (SASL).
+func newSecureSidecarCluster(t *testing.T, authz Authorization, opts []protocol.ServerOpt, ids ...int32) *sidecarCluster {
+	t.Helper()
+	return newSecureSidecarClusterOn(t, []string{"127.0.0.1:1"}, authz, opts, ids...)
+}
+
+func newSecureSidecarClusterOn(t *testing.T, dest []string, authz Authorization, opts []protocol.ServerOpt, ids ...int32) *sidecarCluster {
+	t.Helper()
 	c := &sidecarCluster{Cluster: raftnodetest.New(t, ids...), t: t, dest: dest,
-		admin: map[int32]string{}, svcs: map[int32]*Service{}, planes: map[int32]*fakeDataPlane{}}
+		admin: map[int32]string{}, svcs: map[int32]*Service{}, planes: map[int32]*fakeDataPlane{},
+		authz: authz, serverOpts: opts}
 	for _, id := range ids {
 		c.startSidecar(id)
 	}
@@ -126,15 +144,19 @@ func (c *sidecarCluster) startSidecar(id int32) {
 		t.Fatal(err)
 	}
 	plane := &fakeDataPlane{}
+	dial := c.dial
+	if dial == nil {
+		dial = testSourceDialer
+	}
 	svc, err := NewService(ServiceConfig{
 		BrokerID: id, Node: n, Peers: peers, Destination: NewDestination(dest, ""), DestClient: dest,
 		NewDataPlane: func(DataPlaneEvents, fetcher.OffsetMaps) (DataPlane, error) { return plane, nil },
-		SourceDialer: testSourceDialer, Logger: zaptest.NewLogger(t),
+		SourceDialer: dial, Logger: zaptest.NewLogger(t), Authorization: c.authz,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := protocol.NewServer(svc)
+	srv := protocol.NewServer(svc, c.serverOpts...)
 	served := make(chan error, 1)
 	serve := func() { served <- srv.Serve(ln) }
 	go serve()

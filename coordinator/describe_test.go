@@ -78,7 +78,7 @@ func TestDetailUnreachableSource(t *testing.T) {
 		SourceHighWatermark: 100, DestinationLogEndOffset: 100, Lag: 0,
 		LagTime: 250 * time.Millisecond, LastFetch: lastFetch,
 	}
-	d := r.detail(healthy, healthy.State)
+	d := r.detail(healthy, healthy.State, nil)
 	if d.Lag != 0 || d.LagTimeMs != 250 || d.LastFetchTimestampMs != lastFetch.UnixMilli() ||
 		d.SourceUnreachableSinceMs != -1 || d.LastError != nil || d.OwnerBrokerId != 2 {
 		t.Fatalf("healthy row = %+v", d)
@@ -87,7 +87,7 @@ func TestDetailUnreachableSource(t *testing.T) {
 	down := healthy
 	down.LagTime, down.SourceUnreachableSince = 75*time.Second, lastFetch
 	down.LastError = "source fetch of m/t/1 from broker 0: connection refused"
-	d = r.detail(down, down.State)
+	d = r.detail(down, down.State, nil)
 	if d.Lag != -1 || d.SourceOffset != 100 || d.DestinationOffset != 100 || d.State != "MIRRORING" {
 		t.Fatalf("unreachable row = %+v: want lag -1 and the last known offsets", d)
 	}

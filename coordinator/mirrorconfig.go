@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,27 @@ var mirrorKeys = map[string]struct {
 		}
 		return nil
 	}},
+	RetryBackoffKey: {"100", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 3_600_000 {
+			return fmt.Errorf("%q is not a backoff in milliseconds from 1 to 3600000", v)
+		}
+		return nil
+	}},
+	RetryBackoffMaxKey: {"300000", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 86_400_000 {
+			return fmt.Errorf("%q is not a backoff in milliseconds from 1 to 86400000", v)
+		}
+		return nil
+	}},
+	RetryMaxAttemptsKey: {"20", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 32767 {
+			return fmt.Errorf("%q is not a number of retries from 0 to 32767", v)
+		}
+		return nil
+	}},
 	ConfigSyncExcludeKey: {"", func(string) error { return nil }},
 	GroupsIncludeKey:     {".*", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
 	GroupsExcludeKey:     {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
@@ -86,9 +108,71 @@ var mirrorKeys = map[string]struct {
 	fsm.ExcludeKey:       {"", func(v string) error { _, err := compilePatterns(SplitPatterns(v)); return err }},
 }
 
+// fetchKeys are the Kafka consumer properties of a mirror config that set
+// the mirror fetcher's Fetch requests (fetcher.MirrorSettings); they are not
+// passed to the SourceDialer. The defaults are the fetcher's.
+var fetchKeys = map[string]struct {
+	def      string
+	min, max int64
+}{
+	"fetch.max.bytes":           {"52428800", 1, math.MaxInt32},
+	"fetch.min.bytes":           {"1", 1, math.MaxInt32},
+	"fetch.max.wait.ms":         {"500", 1, 60_000},
+	"max.partition.fetch.bytes": {"1048576", 1, math.MaxInt32},
+}
+
+// consumerOnlyKeys are Kafka consumer properties that have no meaning for
+// the mirror fetcher, which reads every record (read_uncommitted) from the
+// partition leaders at offsets it tracks itself, in no consumer group. They
+// are refused by name with this reason rather than as unknown keys.
+var consumerOnlyKeys = map[string]string{
+	"group.id":                      "the mirror fetcher is in no consumer group (consumer group offsets are synced by the metadata sync: mirror.groups.include)",
+	"group.instance.id":             "the mirror fetcher is in no consumer group",
+	"group.protocol":                "the mirror fetcher is in no consumer group",
+	"group.remote.assignor":         "the mirror fetcher is in no consumer group",
+	"partition.assignment.strategy": "the mirror fetcher is in no consumer group: the sidecars assign partitions by destination leadership",
+	"session.timeout.ms":            "the mirror fetcher is in no consumer group",
+	"heartbeat.interval.ms":         "the mirror fetcher is in no consumer group",
+	"max.poll.interval.ms":          "the mirror fetcher is in no consumer group",
+	"max.poll.records":              "the mirror fetcher appends whole batches, not polled records",
+	"enable.auto.commit":            "the mirror fetcher commits no offsets: it resumes from the destination's log end offset",
+	"auto.commit.interval.ms":       "the mirror fetcher commits no offsets: it resumes from the destination's log end offset",
+	"auto.offset.reset":             "the mirror fetcher always starts at the source's log start offset and resumes from the destination's log end offset",
+	"isolation.level":               "the mirror fetcher reads read_uncommitted so that the destination gets the source's transactions and markers at the same offsets",
+	"key.deserializer":              "the mirror fetcher copies record batches as they are, without deserializing",
+	"value.deserializer":            "the mirror fetcher copies record batches as they are, without deserializing",
+	"interceptor.classes":           "the mirror fetcher runs no Java plugins",
+	"metric.reporters":              "the sidecar exports its metrics on http.listener (/metrics)",
+	"check.crcs":                    "the mirror fetcher always checks batch CRCs",
+	"exclude.internal.topics":       "internal topics are never mirrored",
+	"allow.auto.create.topics":      "the mirror fetcher never creates source topics",
+	"client.rack":                   "the mirror fetcher reads from the partition leaders; follower fetching (KIP-392) is not supported",
+}
+
+// checkConsumerKeys checks the fetch keys of a mirror config and refuses
+// the consumer properties that make no sense for a mirror, by name.
+func checkConsumerKeys(config map[string]string) error {
+	for _, k := range sortedKeys(config) {
+		if why, ok := consumerOnlyKeys[k]; ok {
+			return fmt.Errorf("mirror config %s is not supported: %s; remove it", k, why)
+		}
+		spec, ok := fetchKeys[k]
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(config[k]), 10, 64); err != nil || n < spec.min || n > spec.max {
+			return fmt.Errorf("mirror config %s: %q is not an integer from %d to %d", k, config[k], spec.min, spec.max)
+		}
+	}
+	return nil
+}
+
 // checkMirrorKeys validates the mirror.* keys of a mirror config and refuses
-// unknown ones.
+// unknown ones, and checks the consumer properties (checkConsumerKeys).
 func checkMirrorKeys(config map[string]string) error {
+	if err := checkConsumerKeys(config); err != nil {
+		return err
+	}
 	for _, k := range sortedKeys(config) {
 		if !strings.HasPrefix(k, "mirror.") {
 			continue
@@ -101,7 +185,7 @@ func checkMirrorKeys(config map[string]string) error {
 			return fmt.Errorf("mirror config %s: %v", k, err)
 		}
 	}
-	return nil
+	return checkRetryKeys(config)
 }
 
 // mirrorSetting returns a mirror.* setting or its default.
@@ -130,6 +214,16 @@ func dataPlaneSettings(st *fsm.State, m *fsm.Mirror) fetcher.MirrorSettings {
 	out := fetcher.MirrorSettings{TransactionTimeout: time.Duration(ms) * time.Millisecond, SourceClusterID: m.SourceClusterID,
 		TranslateOffsets:    mirrorSetting(m, fsm.OffsetsKey) == "translate",
 		KeepBatchBoundaries: mirrorSetting(m, CoalesceBatchesKey) == "false"}
+	fetchSize := func(k string) int32 {
+		n, err := strconv.ParseInt(strings.TrimSpace(m.Config[k]), 10, 32)
+		if err != nil || n < 0 {
+			return 0 // unset (or refused by checkConsumerKeys): the fetcher's
+		}
+		return int32(n)
+	}
+	out.FetchMaxBytes, out.FetchMinBytes = fetchSize("fetch.max.bytes"), fetchSize("fetch.min.bytes")
+	out.FetchMaxWait = time.Duration(fetchSize("fetch.max.wait.ms")) * time.Millisecond
+	out.PartitionMaxBytes = fetchSize("max.partition.fetch.bytes")
 	for _, t := range st.TopicsOf(m.Name) {
 		if t.SourceTopicID != ([16]byte{}) && t.Status != fsm.TopicStopped {
 			if out.TopicIDs == nil {
@@ -142,11 +236,11 @@ func dataPlaneSettings(st *fsm.State, m *fsm.Mirror) fetcher.MirrorSettings {
 }
 
 // sourceConfig returns the part of a mirror config that the SourceDialer
-// gets: everything but the mirror.* keys.
+// gets: everything but the mirror.* keys and the fetch sizes (fetchKeys).
 func sourceConfig(config map[string]string) map[string]string {
 	out := make(map[string]string, len(config))
 	for k, v := range config {
-		if !strings.HasPrefix(k, "mirror.") {
+		if _, fetch := fetchKeys[k]; !strings.HasPrefix(k, "mirror.") && !fetch {
 			out[k] = v
 		}
 	}

@@ -7,7 +7,8 @@ import (
 )
 
 // TestDocsCoverEveryMirrorKey keeps docs/configuration.md in step with the
-// mirror.* keys a mirror config accepts: each has a row with its default.
+// mirror.* keys and fetch sizes a mirror config accepts (each has a row
+// with its default) and the consumer properties it refuses (each named).
 func TestDocsCoverEveryMirrorKey(t *testing.T) {
 	docs, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
@@ -18,6 +19,16 @@ func TestDocsCoverEveryMirrorKey(t *testing.T) {
 		cells := strings.Split(line, "|")
 		if len(cells) > 3 {
 			rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
+		}
+	}
+	for _, k := range sortedKeys(fetchKeys) {
+		if def, ok := rows[k]; !ok || !strings.Contains(def, fetchKeys[k].def) {
+			t.Errorf("docs/configuration.md has no row for %s with its default %s", k, fetchKeys[k].def)
+		}
+	}
+	for _, k := range sortedKeys(consumerOnlyKeys) {
+		if !strings.Contains(string(docs), "`"+k+"`") {
+			t.Errorf("docs/configuration.md does not name the refused consumer property %s", k)
 		}
 	}
 	for _, k := range sortedKeys(mirrorKeys) {

@@ -107,6 +107,7 @@ func divergedRow(t *fsm.MirrorTopic, p int32) protocol.PartitionDetail {
 	d.Default()
 	d.PartitionIndex = p
 	d.State = fetcher.StateFailed.String()
+	d.NonRetryable = true // only --start --reseed or --stop gets it out
 	reseed := fmt.Sprintf("kafka-cluster-mirrors --start --reseed --topics %s copies the diverged records to %s.diverged-<timestamp> and re-mirrors the topic",
 		t.Name, t.Name)
 	for _, dv := range t.Diverged {
@@ -215,6 +216,9 @@ func partitionRow(m *fsm.Mirror, t *fsm.MirrorTopic, p int32, d protocol.Partiti
 				// last recorded.
 				d.State = stateName(persisted.State)
 				d.LastError = persisted.Reason
+				if d.State == partstate.Failed.String() {
+					d.RetryAttempt, d.MaxRetryAttempts = persisted.RetryAttempt, mirrorRetryPolicy(m).maxAttempts
+				}
 			}
 			if len(unreachable) > 0 {
 				d.LastError = strPtr("no sidecar reports this partition; unreachable sidecars: " + strings.Join(unreachable, ", "))

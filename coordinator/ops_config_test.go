@@ -304,6 +304,9 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 		{TransactionTimeoutKey, "900000", def, false},
 		{CoalesceBatchesKey, "true", def, false},
 		{fsm.OffsetsKey, "exact", def, false},
+		{RetryBackoffKey, "100", def, false},
+		{RetryBackoffMaxKey, "300000", def, false},
+		{RetryMaxAttemptsKey, "20", def, false},
 		{"sasl.jaas.config", "<null>", dyn, true},
 	}
 	slices.SortFunc(want, func(a, b row) int { return strings.Compare(a.name, b.name) })

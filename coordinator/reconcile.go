@@ -78,12 +78,18 @@ type reconciler struct {
 
 	kick     chan struct{}    // asks the loop to run now
 	lastPass prometheus.Gauge // when the last pass ended
+	// blockedParts counts, by mirror, the partitions FAILED here because
+	// the mirror's source config cannot be used on this sidecar.
+	blockedParts *prometheus.GaugeVec
 
 	mu         sync.Mutex
 	running    map[fetcher.Partition]*owned // partitions driven on the data plane, with their states
 	sources    map[string]string            // mirror -> fingerprint of its source config
+	sourceErr  map[string]string            // mirror -> why its source config cannot be used here
+	blocked    map[fetcher.Partition]string // partitions to drive that wait for their mirror's source config, with the reason
 	settings   map[string]string            // mirror -> its data plane settings as last set
 	retries    map[fetcher.Partition]*retryState
+	nextRetry  time.Time        // when the next automatic retry is due; zero if none
 	restartGen map[string]int64 // RestartGen of each topic seen by reconcile
 }
 
@@ -98,6 +104,8 @@ func newReconciler(r *reconciler) *reconciler {
 	r.kick = make(chan struct{}, 1)
 	r.running = map[fetcher.Partition]*owned{}
 	r.sources = map[string]string{}
+	r.sourceErr = map[string]string{}
+	r.blocked = map[fetcher.Partition]string{}
 	r.settings = map[string]string{}
 	r.retries = map[fetcher.Partition]*retryState{}
 	r.restartGen = map[string]int64{}
@@ -105,6 +113,10 @@ func newReconciler(r *reconciler) *reconciler {
 		Name: "sidemirror_reconcile_last_pass_timestamp_seconds",
 		Help: "When this sidecar last finished checking which mirror partitions it drives (every few seconds and on every change).",
 	})
+	r.blockedParts = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sidemirror_source_config_failed_partitions",
+		Help: "Partitions this sidecar should drive but shows FAILED because the mirror's source config cannot be used here (a ${file:} or ${env:} reference that does not resolve, say).",
+	}, []string{"mirror"})
 	return r
 }
 
@@ -126,6 +138,11 @@ func (r *reconciler) run(ctx context.Context) {
 		} else {
 			defer r.reg.Unregister(r.lastPass)
 		}
+		if err := r.reg.Register(r.blockedParts); err != nil {
+			r.log.Warn("source config metrics are not exported", zap.Error(err))
+		} else {
+			defer r.reg.Unregister(r.blockedParts)
+		}
 	}
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
@@ -135,12 +152,28 @@ func (r *reconciler) run(ctx context.Context) {
 			r.log.Warn("reconcile", zap.Error(err))
 		}
 		r.lastPass.Set(float64(r.now().UnixNano()) / 1e9)
+		// An automatic retry due before the next tick wakes the loop up.
+		var retry <-chan time.Time
+		r.mu.Lock()
+		next := r.nextRetry
+		r.mu.Unlock()
+		var timer *time.Timer
+		if !next.IsZero() {
+			timer = time.NewTimer(max(next.Sub(r.now()), time.Millisecond))
+			retry = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-watch:
 		case <-r.kick:
 		case <-tick.C:
+		case <-retry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -186,10 +219,22 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 
 	r.mu.Lock()
 	var toStart, toStop []fetcher.Partition
+	blocked := map[fetcher.Partition]string{}
 	for p := range want {
 		if r.running[p] == nil {
+			if reason := r.sourceErr[p.Mirror]; reason != "" {
+				// Not startable here until the source config resolves:
+				// FAILED with the reason; every pass tries again.
+				blocked[p] = reason
+				continue
+			}
 			toStart = append(toStart, p)
 		}
+	}
+	r.blocked = blocked
+	r.blockedParts.Reset()
+	for p := range blocked {
+		r.blockedParts.WithLabelValues(p.Mirror).Inc()
 	}
 	for p := range r.running {
 		if !want[p] {
@@ -201,7 +246,10 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 	for _, p := range toStop {
 		r.letGo(ctx, st, p)
 	}
-	r.retryFailed(r.now())
+	next := r.retryFailed(r.now(), st)
+	r.mu.Lock()
+	r.nextRetry = next
+	r.mu.Unlock()
 	r.restartRequested(st)
 	for _, p := range toStart {
 		r.mu.Lock()
@@ -319,6 +367,9 @@ func (r *reconciler) StateChanged(ps fetcher.PartitionStatus) {
 	if ev, ok := reportEvent(ps.State); ok {
 		r.applyLocked(ps.Partition, ev)
 	}
+	if ps.State == fetcher.StateFailed {
+		r.Kick() // the first automatic retry may be due in 100 ms
+	}
 }
 
 // NotLeader implements DataPlaneEvents: the local broker no longer leads
@@ -358,6 +409,10 @@ func (r *reconciler) drives() map[fsm.TopicPartition]bool {
 // every mirror when mirrors is empty), each in its owner's state.
 func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 	byMirror := map[string]map[string][]protocol.PartitionDetail{}
+	var st *fsm.State
+	if r.ctl != nil {
+		st = r.ctl.State()
+	}
 	for _, ps := range r.dp.Status() {
 		if len(mirrors) > 0 && !slices.Contains(mirrors, ps.Mirror) {
 			continue
@@ -365,7 +420,21 @@ func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 		if byMirror[ps.Mirror] == nil {
 			byMirror[ps.Mirror] = map[string][]protocol.PartitionDetail{}
 		}
-		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps)))
+		byMirror[ps.Mirror][ps.Topic] = append(byMirror[ps.Mirror][ps.Topic], r.detail(ps, r.ownedState(ps), st))
+	}
+	for p, reason := range r.blockedRows() {
+		if len(mirrors) > 0 && !slices.Contains(mirrors, p.Mirror) {
+			continue
+		}
+		if byMirror[p.Mirror] == nil {
+			byMirror[p.Mirror] = map[string][]protocol.PartitionDetail{}
+		}
+		// Retried on every pass until the config resolves, not by the
+		// retry policy: no RETRY count to show.
+		d := r.detail(fetcher.PartitionStatus{Partition: p, SourceHighWatermark: -1, DestinationLogEndOffset: -1, Lag: -1, LastError: reason},
+			partstate.Failed, nil)
+		d.RetryAttempt, d.MaxRetryAttempts, d.NonRetryable = 0, -1, false
+		byMirror[p.Mirror][p.Topic] = append(byMirror[p.Mirror][p.Topic], d)
 	}
 	var out []protocol.DescribedMirror
 	for _, m := range sortedKeys(byMirror) {
@@ -373,9 +442,26 @@ func (r *reconciler) LocalRows(mirrors []string) []protocol.DescribedMirror {
 		dm.Default()
 		dm.MirrorName = m
 		for _, t := range sortedKeys(byMirror[m]) {
-			dm.Topics = append(dm.Topics, protocol.DescribedTopic{TopicName: t, Partitions: byMirror[m][t]})
+			parts := byMirror[m][t]
+			slices.SortFunc(parts, func(a, b protocol.PartitionDetail) int { return int(a.PartitionIndex) - int(b.PartitionIndex) })
+			dm.Topics = append(dm.Topics, protocol.DescribedTopic{TopicName: t, Partitions: parts})
 		}
 		out = append(out, dm)
+	}
+	return out
+}
+
+// blockedRows returns the partitions this sidecar would drive but cannot,
+// because their mirror's source config does not resolve or is refused here,
+// with the reason.
+func (r *reconciler) blockedRows() map[fetcher.Partition]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[fetcher.Partition]string, len(r.blocked))
+	for p, reason := range r.blocked {
+		if r.running[p] == nil {
+			out[p] = reason
+		}
 	}
 	return out
 }
@@ -393,8 +479,10 @@ func (r *reconciler) ownedState(ps fetcher.PartitionStatus) partstate.State {
 	return ps.State
 }
 
-// detail turns a data plane status into a describe row, in state st.
-func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) protocol.PartitionDetail {
+// detail turns a data plane status into a describe row, in state st, with
+// the automatic retries of a FAILED partition by its mirror's policy in
+// cs (nil: the defaults).
+func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State, cs *fsm.State) protocol.PartitionDetail {
 	d := protocol.PartitionDetail{}
 	d.Default()
 	d.PartitionIndex = ps.Partition.Partition
@@ -421,6 +509,15 @@ func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State) prot
 			msg += ": " + ps.LastError
 		}
 		d.LastError = &msg
+	}
+	if st == partstate.Failed {
+		var m *fsm.Mirror
+		if cs != nil {
+			m = cs.Mirrors[ps.Mirror]
+		}
+		r.mu.Lock()
+		d.RetryAttempt, d.MaxRetryAttempts, d.NonRetryable = r.retryInfoLocked(ps, m)
+		r.mu.Unlock()
 	}
 	return d
 }
@@ -459,15 +556,34 @@ func (r *reconciler) syncSources(st *fsm.State) {
 			}
 			continue
 		}
+		// dial resolves the config's ${file:...} and ${env:...}
+		// references here, in this sidecar's environment. Its errors name
+		// the key and the reference, never a value.
 		opts, err := r.dial(cfg)
 		if err == nil {
+			// The data plane names the client as the KIP does
+			// (fetcher.FetcherClientID) unless opts set a client ID:
+			// the mirror config's client.id.
 			err = r.dp.SetMirror(name, opts, settings)
 		}
 		if err != nil {
-			r.log.Error("cannot configure the source client of a mirror", zap.String("mirror", name), zap.Error(err))
+			reason := "the mirror's source config cannot be used on this sidecar: " + err.Error()
+			if r.sourceErr[name] != reason { // logged once per reason, retried every pass
+				r.log.Error("cannot configure the source client of a mirror; retrying on every pass", zap.String("mirror", name), zap.Error(err))
+			}
+			r.sourceErr[name] = reason
 			continue
 		}
+		if _, ok := r.sourceErr[name]; ok {
+			r.log.Info("the source config of a mirror can be used again", zap.String("mirror", name))
+			delete(r.sourceErr, name)
+		}
 		r.sources[name], r.settings[name] = fp, sfp
+	}
+	for name := range r.sourceErr {
+		if _, ok := st.Mirrors[name]; !ok {
+			delete(r.sourceErr, name)
+		}
 	}
 	for name := range r.sources {
 		if _, ok := st.Mirrors[name]; !ok {

@@ -1,6 +1,9 @@
 package coordinator
 
 import (
+	"cmp"
+	"fmt"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,16 +14,72 @@ import (
 )
 
 // Automatic retries of FAILED partitions (DESIGN D12): a failed partition
-// is restarted after a backoff, up to maxAutoRetries times; after that it
-// stays FAILED until an operator starts its topic again (--start), which
-// resets the count. A partition that reaches MIRRORING again starts over.
-// A permanent failure (fetcher.PartitionStatus.Permanent) is never retried
-// automatically.
+// is restarted after a backoff that doubles from the mirror's
+// mirror.partition.retry.backoff.ms (100 ms) up to
+// mirror.partition.retry.backoff.max.ms (300 s), at most
+// mirror.partition.retry.max.attempts (20) times; after that it stays
+// FAILED until an operator recovers it (--recover, or --start of its
+// topic), which resets the count. A partition that reaches MIRRORING again
+// starts over. A permanent failure (fetcher.PartitionStatus.Permanent) is
+// never retried automatically.
 const (
-	maxAutoRetries   = 3
-	retryBackoffBase = 10 * time.Second
-	retryBackoffMax  = 2 * time.Minute
+	// RetryBackoffKey is mirror.partition.retry.backoff.ms: the wait before
+	// the first automatic retry of a FAILED partition; it doubles with
+	// every retry.
+	RetryBackoffKey = "mirror.partition.retry.backoff.ms"
+	// RetryBackoffMaxKey is mirror.partition.retry.backoff.max.ms: the
+	// longest wait between two automatic retries.
+	RetryBackoffMaxKey = "mirror.partition.retry.backoff.max.ms"
+	// RetryMaxAttemptsKey is mirror.partition.retry.max.attempts: how many
+	// automatic retries a FAILED partition gets (0: none).
+	RetryMaxAttemptsKey = "mirror.partition.retry.max.attempts"
+
+	defaultRetryBackoff     = 100 * time.Millisecond
+	defaultRetryBackoffMax  = 300 * time.Second
+	defaultRetryMaxAttempts = 20
 )
+
+// retryPolicy is a mirror's automatic retry policy of FAILED partitions.
+type retryPolicy struct {
+	backoff, backoffMax time.Duration
+	maxAttempts         int16
+}
+
+// defaultRetryPolicy is the policy of a mirror that sets none of the keys.
+var defaultRetryPolicy = retryPolicy{defaultRetryBackoff, defaultRetryBackoffMax, defaultRetryMaxAttempts}
+
+// mirrorRetryPolicy returns the retry policy of mirror m (the defaults for
+// nil). The values were checked when the config was accepted
+// (checkMirrorKeys); a bad one falls back to its default.
+func mirrorRetryPolicy(m *fsm.Mirror) retryPolicy {
+	out := defaultRetryPolicy
+	if m == nil {
+		return out
+	}
+	if ms, err := strconv.ParseInt(mirrorSetting(m, RetryBackoffKey), 10, 64); err == nil && ms >= 1 {
+		out.backoff = time.Duration(ms) * time.Millisecond
+	}
+	if ms, err := strconv.ParseInt(mirrorSetting(m, RetryBackoffMaxKey), 10, 64); err == nil && ms >= 1 {
+		out.backoffMax = time.Duration(ms) * time.Millisecond
+	}
+	out.backoffMax = max(out.backoffMax, out.backoff)
+	if n, err := strconv.ParseInt(mirrorSetting(m, RetryMaxAttemptsKey), 10, 16); err == nil && n >= 0 {
+		out.maxAttempts = int16(n)
+	}
+	return out
+}
+
+// checkRetryKeys checks the retry keys of a mirror config together: the
+// maximum backoff must not be below the first.
+func checkRetryKeys(config map[string]string) error {
+	first, err1 := strconv.ParseInt(cmp.Or(config[RetryBackoffKey], mirrorKeys[RetryBackoffKey].def), 10, 64)
+	most, err2 := strconv.ParseInt(cmp.Or(config[RetryBackoffMaxKey], mirrorKeys[RetryBackoffMaxKey].def), 10, 64)
+	if err1 == nil && err2 == nil && most < first {
+		return fmt.Errorf("mirror config %s=%d is below %s=%d: the longest wait between retries must be at least the first",
+			RetryBackoffMaxKey, most, RetryBackoffKey, first)
+	}
+	return nil
+}
 
 // retryState tracks the automatic retries of one partition.
 type retryState struct {
@@ -28,22 +87,29 @@ type retryState struct {
 	nextAt  time.Time // zero until the failure has been seen
 }
 
-// retryBackoff is the wait before automatic retry number attempt+1.
-func retryBackoff(attempt int16) time.Duration {
-	d := retryBackoffBase << attempt
-	if d > retryBackoffMax || d <= 0 {
-		d = retryBackoffMax
+// backoff is the wait before automatic retry number attempt+1: the first
+// backoff doubled attempt times, at most backoffMax.
+func (p retryPolicy) backoffFor(attempt int16) time.Duration {
+	d := p.backoff
+	for range attempt {
+		if d >= p.backoffMax {
+			break
+		}
+		d *= 2
 	}
-	return d
+	return min(d, p.backoffMax)
 }
 
 // retryFailed restarts the FAILED partitions this sidecar drives whose
-// backoff has passed, and forgets the retries of partitions that recovered
-// or that it no longer drives. Called by reconcile.
-func (r *reconciler) retryFailed(now time.Time) {
+// backoff has passed, by their mirror's retry policy in st, and forgets the
+// retries of partitions that recovered or that it no longer drives. It
+// returns when the next retry is due (zero if none is pending), so that the
+// loop wakes up for it. Called by reconcile.
+func (r *reconciler) retryFailed(now time.Time, st *fsm.State) time.Time {
 	statuses := r.dp.Status()
 	r.mu.Lock()
 	var due []fetcher.Partition
+	var next time.Time
 	seen := map[fetcher.Partition]bool{}
 	for _, ps := range statuses {
 		p := ps.Partition
@@ -56,23 +122,30 @@ func (r *reconciler) retryFailed(now time.Time) {
 		case ps.State == fetcher.StateMirroring && rs != nil:
 			delete(r.retries, p)
 		case ps.State == fetcher.StateFailed && !ps.Permanent:
+			policy := mirrorRetryPolicy(st.Mirrors[p.Mirror])
 			if rs == nil {
 				rs = &retryState{}
 				r.retries[p] = rs
 			}
-			if rs.attempt >= maxAutoRetries {
+			if rs.attempt >= policy.maxAttempts {
 				continue
 			}
 			if rs.nextAt.IsZero() {
-				rs.nextAt = now.Add(retryBackoff(rs.attempt))
+				rs.nextAt = now.Add(policy.backoffFor(rs.attempt))
+			}
+			if now.Before(rs.nextAt) {
+				if next.IsZero() || rs.nextAt.Before(next) {
+					next = rs.nextAt
+				}
 				continue
 			}
-			if !now.Before(rs.nextAt) {
-				rs.attempt++
-				rs.nextAt = time.Time{}
-				r.applyLocked(p, partstate.Retry)
-				due = append(due, p)
-			}
+			rs.attempt++
+			rs.nextAt = time.Time{}
+			r.applyLocked(p, partstate.Retry)
+			due = append(due, p)
+			r.log.Info("retrying a FAILED partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic),
+				zap.Int32("partition", p.Partition), zap.Int16("attempt", rs.attempt), zap.Int16("of", policy.maxAttempts),
+				zap.String("error", ps.LastError))
 		}
 	}
 	for p := range r.retries {
@@ -82,12 +155,18 @@ func (r *reconciler) retryFailed(now time.Time) {
 	}
 	r.mu.Unlock()
 	for _, p := range due {
-		r.log.Info("retrying a FAILED partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic),
-			zap.Int32("partition", p.Partition), zap.Int16("attempt", r.retryAttempt(p)), zap.Int("of", maxAutoRetries))
 		if err := r.dp.Start(p); err != nil {
 			r.log.Warn("retry of a FAILED partition", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
 		}
 	}
+	return next
+}
+
+// retryInfo returns what describe shows of p's automatic retries: the
+// retries made so far, the most its mirror allows, and whether its failure
+// is one that is never retried automatically. r.mu is held.
+func (r *reconciler) retryInfoLocked(ps fetcher.PartitionStatus, m *fsm.Mirror) (attempt, most int16, nonRetryable bool) {
+	return r.retryAttemptLocked(ps.Partition), mirrorRetryPolicy(m).maxAttempts, ps.Permanent
 }
 
 // retryAttempt returns the automatic retries made for p so far.

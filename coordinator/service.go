@@ -48,6 +48,9 @@ type ServiceConfig struct {
 	StateStore *statestore.Store
 	// Now returns the time (tests replace it).
 	Now func() time.Time
+	// Authorization is the admin endpoint's access control (DESIGN D15);
+	// the zero value, for PLAINTEXT, allows every request.
+	Authorization Authorization
 	// Registerer gets the service's metrics (sidemirror_sidecars_alive,
 	// sidemirror_partition_leadership_moves_total, the metadata sync's)
 	// while Run runs; nil registers none.
@@ -128,7 +131,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	s.dp, s.rec.dp = dp, dp
 	s.admin = &admin{brokerID: cfg.BrokerID, ctl: ctl, node: cfg.Node, local: s.rec, writer: s.writer, coord: s.coord, peers: cfg.Peers,
-		dest: cfg.Destination, destCl: cfg.DestClient, dial: cfg.SourceDialer, timeout: cfg.RequestTimeout, now: cfg.Now, log: log}
+		dest: cfg.Destination, destCl: cfg.DestClient, dial: cfg.SourceDialer, authz: cfg.Authorization, timeout: cfg.RequestTimeout, now: cfg.Now, log: log}
 	s.fail = newFailover(failover{brokerID: cfg.BrokerID, ctl: ctl, peers: cfg.Peers, destCl: cfg.DestClient, local: s.rec.drives,
 		timeout: cfg.FailoverTimeout, now: cfg.Now, log: log, reg: cfg.Registerer})
 	s.sync = &metaSync{ctl: ctl, dial: cfg.SourceDialer, dest: cfg.Destination, destCl: cfg.DestClient, states: s.writer, starter: s.admin,

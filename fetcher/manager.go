@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/internal/partstate"
@@ -150,6 +151,49 @@ type MirrorSettings struct {
 	// records at the same offsets, other batch boundaries, recompressed
 	// with the source batches' codec (see coalesce.go).
 	KeepBatchBoundaries bool
+	// FetchMaxBytes, FetchMinBytes, FetchMaxWait and PartitionMaxBytes are
+	// the mirror's own fetch sizes (Kafka's fetch.max.bytes,
+	// fetch.min.bytes, fetch.max.wait.ms and max.partition.fetch.bytes in
+	// the mirror config); zero takes the Manager's (FetchMaxBytes,
+	// FetchMaxWait, PartitionMaxBytes options; 1 byte). PartitionMaxBytes
+	// applies from a partition's next start.
+	FetchMaxBytes     int32
+	FetchMinBytes     int32
+	FetchMaxWait      time.Duration
+	PartitionMaxBytes int32
+}
+
+// fetchMax returns the mirror's fetch.max.bytes, or def.
+func (s *MirrorSettings) fetchMax(def int32) int32 {
+	if s != nil && s.FetchMaxBytes > 0 {
+		return s.FetchMaxBytes
+	}
+	return def
+}
+
+// partMax returns the mirror's max.partition.fetch.bytes, or def.
+func (s *MirrorSettings) partMax(def int32) int32 {
+	if s != nil && s.PartitionMaxBytes > 0 {
+		return s.PartitionMaxBytes
+	}
+	return def
+}
+
+// applyTo sets the mirror's fetch sizes on a fetch request built with the
+// Manager's.
+func (s *MirrorSettings) applyTo(req *kmsg.FetchRequest) {
+	if s == nil {
+		return
+	}
+	if s.FetchMaxBytes > 0 {
+		req.MaxBytes = s.FetchMaxBytes
+	}
+	if s.FetchMinBytes > 0 {
+		req.MinBytes = s.FetchMinBytes
+	}
+	if s.FetchMaxWait > 0 {
+		req.MaxWaitMillis = int32(s.FetchMaxWait.Milliseconds())
+	}
 }
 
 // check validates s and fills in defaults.
@@ -159,6 +203,9 @@ func (s *MirrorSettings) check(mirror string) error {
 	}
 	if s.TransactionTimeout < time.Second {
 		return fmt.Errorf("%w: mirror %q: transaction timeout %s is below 1s", ErrInvalidOption, mirror, s.TransactionTimeout)
+	}
+	if s.FetchMaxBytes < 0 || s.FetchMinBytes < 0 || s.FetchMaxWait < 0 || s.PartitionMaxBytes < 0 {
+		return fmt.Errorf("%w: mirror %q: negative fetch size or wait", ErrInvalidOption, mirror)
 	}
 	return nil
 }

@@ -231,6 +231,7 @@ func (mir *mirror) listOffset(ctx context.Context, p Partition, ts int64) (int64
 // sessions (used once per leading gap).
 func (mir *mirror) fetchOnce(ctx context.Context, leader int32, p Partition, offset int64, maxBytes int32) (records []byte, hw, lso int64, err error) {
 	req := mir.m.newFetchRequest()
+	mir.settings.Load().applyTo(req)
 	t := kmsg.NewFetchRequestTopic()
 	t.Topic = p.Topic
 	t.Partitions = append(t.Partitions, newFetchPartition(p.Partition, offset, maxBytes))

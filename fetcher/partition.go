@@ -109,6 +109,8 @@ type fetchState struct {
 	sentAt   time.Time // when the fetch in flight was sent
 	offset   int64     // next offset to fetch
 	maxBytes int32     // per-partition fetch size; grows when a batch does not fit
+	partMax  int32     // the mirror's max.partition.fetch.bytes, from the last reset
+	fetchMax int32     // the mirror's fetch.max.bytes, from the last reset
 	queue    []fetched
 	queued   int // bytes in queue
 }
@@ -884,11 +886,17 @@ func (p *partition) fetchFirstBatch(mir *mirror, from int64) ([]byte, error) {
 
 // resetFetch points fetching at offset, dropping anything fetched before.
 func (p *partition) resetFetch(offset int64) {
+	partMax, fetchMax := p.m.cfg.partMax, p.m.cfg.fetchMax
+	if mir, err := p.m.mirror(p.key.Mirror); err == nil { // before p.mu: m.mu is never taken under it
+		settings := mir.settings.Load()
+		partMax, fetchMax = settings.partMax(partMax), settings.fetchMax(fetchMax)
+	}
 	p.mu.Lock()
 	f := &p.fetch
 	f.gen++
 	f.active, f.inflight = true, false
-	f.offset, f.maxBytes = offset, p.m.cfg.partMax
+	f.partMax, f.fetchMax = partMax, fetchMax
+	f.offset, f.maxBytes = offset, f.partMax
 	dropped := f.queue
 	f.queue, f.queued = nil, 0
 	s := f.sess

@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -127,6 +128,7 @@ func (s *session) members() []*partition {
 func (s *session) build(parts []*partition) (*kmsg.FetchRequest, []wanted) {
 	m := s.mir.m
 	req := m.newFetchRequest()
+	s.mir.settings.Load().applyTo(req)
 	var want []wanted
 	var sum int64
 	defer func() { req.MaxBytes = int32(min(int64(req.MaxBytes), max(sum, 1))) }()
@@ -300,13 +302,13 @@ func (p *partition) fetchAnswered(gen uint64, records []byte, hw, lso int64, hel
 		if complete {
 			f.queue = append(f.queue, fetched{offset: f.offset, records: records, held: held})
 			f.queued += len(records)
-			f.offset, f.maxBytes = next, p.m.cfg.partMax
+			f.offset, f.maxBytes = next, cmp.Or(f.partMax, p.m.cfg.partMax)
 			queued, held = true, 0
 		} else {
 			// Only a partial batch: the batch is larger than the
 			// partition's fetch size (old brokers do not return an
 			// oversized first batch whole). Ask for more next time.
-			f.maxBytes = min(max(f.maxBytes, 1<<16)*2, p.m.cfg.fetchMax)
+			f.maxBytes = min(max(f.maxBytes, 1<<16)*2, max(cmp.Or(f.fetchMax, p.m.cfg.fetchMax), f.partMax))
 		}
 	}
 	p.mu.Unlock()

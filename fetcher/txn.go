@@ -319,7 +319,7 @@ func txnFenced(err error, tp *txnProducer) error {
 		kerr.InvalidProducerIDMapping, kerr.TransactionalIDNotFound, kerr.TransactionAbortable} {
 		if errors.Is(err, fenced) {
 			return fmt.Errorf("%w: transaction %s: %w (did it stay open longer than mirror.transaction.timeout.ms?); "+
-				"its records may be aborted on the destination while the source commits them: --start resumes after it, "+
+				"its records may be aborted on the destination while the source commits them: --recover resumes after it, "+
 				"re-creating the topic restores it", ErrTransactionAborted, tp, err)
 		}
 	}

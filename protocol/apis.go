@@ -58,6 +58,9 @@ const (
 	// KeyDescribeSidecars lists the raft group's members and its leader
 	// (sidemirror only).
 	KeyDescribeSidecars int16 = 1014
+	// KeyRecoverMirrorTopics restarts the FAILED partitions of mirror topics
+	// (sidemirror only: the KIP names no RPC for it).
+	KeyRecoverMirrorTopics int16 = 1015
 )
 
 // Message is what requests and responses have in common.
@@ -203,6 +206,16 @@ var apis = []API{
 		NewRequest:  func() Request { return new(DescribeSidecarsRequest) },
 		NewResponse: func() Response { return new(DescribeSidecarsResponse) },
 	},
+	{
+		Key: KeyRecoverMirrorTopics, Name: "RecoverMirrorTopics",
+		NewRequest:  func() Request { return new(RecoverMirrorTopicsRequest) },
+		NewResponse: func() Response { return new(RecoverMirrorTopicsResponse) },
+	},
+}
+
+func init() {
+	apis = append(apis, kafkaAPIs...)
+	slices.SortFunc(apis, func(a, b API) int { return int(a.Key) - int(b.Key) })
 }
 
 // APIs returns the registry, sorted by key.

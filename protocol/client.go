@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Client defaults.
@@ -25,6 +27,7 @@ type clientConfig struct {
 	tlsConfig        *tls.Config
 	maxResponseBytes int32
 	dial             func(ctx context.Context, addr string) (net.Conn, error)
+	sasl             sasl.Mechanism
 }
 
 // ClientOpt configures a Client.
@@ -110,7 +113,14 @@ func Dial(ctx context.Context, addr string, opts ...ClientOpt) (*Client, error) 
 		}
 		conn = tlsConn
 	}
-	return &Client{addr: addr, cfg: cfg, conn: conn}, nil
+	cl := &Client{addr: addr, cfg: cfg, conn: conn}
+	if cfg.sasl != nil {
+		if err := cl.authenticate(ctx, cfg.sasl); err != nil {
+			_ = cl.Close()
+			return nil, fmt.Errorf("authenticating to %s: %w", addr, err)
+		}
+	}
+	return cl, nil
 }
 
 // Addr returns the address the client dialed.

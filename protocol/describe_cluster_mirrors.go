@@ -11,8 +11,9 @@ import (
 // receives it gathers the rows of every sidecar (DescribeLocalPartitions).
 //
 // sidemirror extensions, all tagged: PartitionDetail.LastError (tag 0),
-// OwnerBrokerId (tag 1), SourceUnreachableSinceMs (tag 2), LagTimeMs (tag 3)
-// and LastFetchTimestampMs (tag 4); DescribedMirror.SourceClusterId (tag 0),
+// OwnerBrokerId (tag 1), SourceUnreachableSinceMs (tag 2), LagTimeMs (tag 3),
+// LastFetchTimestampMs (tag 4), RetryAttempt (tag 5), MaxRetryAttempts
+// (tag 6) and NonRetryable (tag 7); DescribedMirror.SourceClusterId (tag 0),
 // SourceBootstrap (tag 1), Configs (tag 2, secret values redacted by the
 // server) and ErrorMessage (tag 3). The KIP's scrape lost the name of the
 // partition's last-mirror-epoch field; it is LastMirrorEpoch here, as in
@@ -79,7 +80,16 @@ import (
 //	            "about": "Milliseconds since the destination last held every record the source had, or -1 if not driven." },
 //	          { "name": "LastFetchTimestampMs", "type": "int64", "versions": "0+", "default": "-1",
 //	            "taggedVersions": "0+", "tag": 4,
-//	            "about": "When a fetch from the source last succeeded (Unix ms), or -1 if none." }
+//	            "about": "When a fetch from the source last succeeded (Unix ms), or -1 if none." },
+//	          { "name": "RetryAttempt", "type": "int16", "versions": "0+", "default": "0",
+//	            "taggedVersions": "0+", "tag": 5,
+//	            "about": "The automatic retries made since the partition last mirrored (as in ReadMirrorStates)." },
+//	          { "name": "MaxRetryAttempts", "type": "int16", "versions": "0+", "default": "-1",
+//	            "taggedVersions": "0+", "tag": 6,
+//	            "about": "The most automatic retries the mirror allows a FAILED partition, or -1 if not known." },
+//	          { "name": "NonRetryable", "type": "bool", "versions": "0+", "default": "false",
+//	            "taggedVersions": "0+", "tag": 7,
+//	            "about": "True if the partition failed for good: it is never retried automatically, only recovered by an operator." }
 //	        ]}
 //	      ]},
 //	      { "name": "SourceClusterId", "type": "string", "versions": "0+", "default": "",
@@ -259,12 +269,16 @@ type PartitionDetail struct {
 	SourceUnreachableSinceMs int64   `json:"sourceUnreachableSinceMs"` // tag 2: source unreachable since (Unix ms), -1 if reachable
 	LagTimeMs                int64   `json:"lagTimeMs"`                // tag 3: lag in time, -1 if unknown
 	LastFetchTimestampMs     int64   `json:"lastFetchTimestampMs"`     // tag 4: last successful fetch (Unix ms), -1 if none
+
+	RetryAttempt     int16 `json:"retryAttempt"`     // tag 5: automatic retries made while FAILED
+	MaxRetryAttempts int16 `json:"maxRetryAttempts"` // tag 6: most automatic retries allowed, -1 if unknown
+	NonRetryable     bool  `json:"nonRetryable"`     // tag 7: failed for good, never retried automatically
 }
 
 // Default sets the schema's defaults.
 func (p *PartitionDetail) Default() {
 	*p = PartitionDetail{SourceOffset: -1, DestinationOffset: -1, Lag: -1, LastMirrorEpoch: -1, OwnerBrokerId: -1,
-		SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1}
+		SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1, MaxRetryAttempts: -1}
 }
 
 func (p *PartitionDetail) appendTo(dst []byte) []byte {
@@ -290,6 +304,15 @@ func (p *PartitionDetail) appendTo(dst []byte) []byte {
 	if p.LastFetchTimestampMs != -1 {
 		tw.add(4, kbin.AppendInt64(nil, p.LastFetchTimestampMs))
 	}
+	if p.RetryAttempt != 0 {
+		tw.add(5, kbin.AppendInt16(nil, p.RetryAttempt))
+	}
+	if p.MaxRetryAttempts != -1 {
+		tw.add(6, kbin.AppendInt16(nil, p.MaxRetryAttempts))
+	}
+	if p.NonRetryable {
+		tw.add(7, kbin.AppendBool(nil, p.NonRetryable))
+	}
 	return tw.appendTo(dst)
 }
 
@@ -313,6 +336,12 @@ func (p *PartitionDetail) readFrom(d *decoder) {
 			p.LagTimeMs = f.int64()
 		case 4:
 			p.LastFetchTimestampMs = f.int64()
+		case 5:
+			p.RetryAttempt = f.int16()
+		case 6:
+			p.MaxRetryAttempts = f.int16()
+		case 7:
+			p.NonRetryable = f.bool()
 		default:
 			return false
 		}

@@ -39,6 +39,10 @@
 // MaxRequestElements array elements per decoded request. Security (tls.go):
 // ConnInfo carries the TLS state and, on the sidecars' peer listener, the
 // authenticated peer; PeerAPIsOnly refuses the internal APIs to anyone else.
+// Authentication (sasl.go): the SASL option requires a SASL exchange of
+// every client but a peer; ConnInfo.Principal is the SASL user, the
+// certificate's mapped subject (TLSPrincipal), PeerPrincipal for a peer, or
+// User:ANONYMOUS.
 //
 // Dial returns a Client whose Do sends one request and returns the decoded
 // response. Kafka error codes stay in the response; ErrorFor turns one into
@@ -48,8 +52,15 @@
 // header.go (request and response headers), codec.go and codec_versions.go
 // (shared encoding helpers), errors.go (Error, ErrorFor), server.go (the
 // framing server), limits.go (connection, queued-bytes and idle bounds),
-// tls.go (TLS state and peer identity in ConnInfo, PeerAPIsOnly, DialFunc),
-// client.go (Dial, Client), and one file per message:
+// tls.go (TLS state and peer identity in ConnInfo, PeerAPIsOnly, DialFunc,
+// TLSListener), sasl.go (the server's SASL exchange and the one principal
+// derivation: SASL, TLSPrincipal, PeerPrincipal, ConnInfo.Principal),
+// sasl_relay.go (NewSASLRelay: exchanges relayed to a Kafka broker that
+// checks the credentials), client.go (Dial, Client),
+// client_sasl.go (the client's SASL exchange, SASLMechanism),
+// kafka_apis.go (Kafka's SaslHandshake, SaslAuthenticate, DescribeAcls,
+// CreateAcls and DeleteAcls as franz-go's kmsg types), and one file per
+// message:
 //
 //	add_sidecar.go
 //	api_versions.go
@@ -64,6 +75,7 @@
 //	list_cluster_mirrors.go
 //	pause_mirror_topics.go
 //	read_mirror_states.go
+//	recover_mirror_topics.go
 //	remove_sidecar.go
 //	resume_mirror_topics.go
 //	start_mirror_topics.go

@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/twmb/franz-go/pkg/kmsg"
+
 // Sample messages with a non-default value in every field, tagged fields
 // included. They drive the round-trip tests, seed the fuzz corpora and are
 // echoed by the server tests.
@@ -33,12 +35,14 @@ func sampleDescribedMirrors() []DescribedMirror {
 							State: "MIRRORING", LastMirrorEpoch: 11,
 							LastError: strp("NOT_LEADER_OR_FOLLOWER from broker 2"), OwnerBrokerId: 3,
 							SourceUnreachableSinceMs: 1764640800000, LagTimeMs: 61250, LastFetchTimestampMs: 1764640800000,
+							MaxRetryAttempts: -1,
 						},
 						{
 							PartitionIndex: 0, SourceOffset: 1 << 40, DestinationOffset: 1<<40 - 5, Lag: 5,
 							State: "FAILED", LastMirrorEpoch: 1,
 							LastError: strp("source topic ID changed"), OwnerBrokerId: 0,
 							SourceUnreachableSinceMs: 0, LagTimeMs: 0, LastFetchTimestampMs: 1,
+							RetryAttempt: 4, MaxRetryAttempts: 20, NonRetryable: true,
 						},
 					},
 				},
@@ -46,6 +50,7 @@ func sampleDescribedMirrors() []DescribedMirror {
 					PartitionIndex: 1, SourceOffset: 7, DestinationOffset: 7, Lag: 1, State: "STOPPED",
 					LastMirrorEpoch: 4, LastError: strp("x"), OwnerBrokerId: 1,
 					SourceUnreachableSinceMs: 5, LagTimeMs: 6, LastFetchTimestampMs: 7,
+					RetryAttempt: 2, MaxRetryAttempts: 0,
 				}}},
 			},
 			SourceClusterId: "lBq12jYZRp-9wF3M9MPopg",
@@ -153,6 +158,13 @@ func sampleMessages() []Message {
 		},
 		&ResumeMirrorTopicsResponse{ThrottleTimeMs: 8, ErrorCode: 10, ErrorMessage: strp("resume"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
 
+		&RecoverMirrorTopicsRequest{
+			MirrorName:    "my-mirror",
+			Topics:        []MirrorTopicData{{TopicId: sampleTopicID, TopicName: "my-topic"}},
+			TopicPatterns: []string{"orders-.*"},
+		},
+		&RecoverMirrorTopicsResponse{ThrottleTimeMs: 9, ErrorCode: 11, ErrorMessage: strp("recover"), MirrorName: "my-mirror", Topics: sampleTopicResults()},
+
 		&ReadMirrorStatesRequest{
 			MirrorName: "my-mirror",
 			Topics: []ReadMirrorStatesRequestTopic{
@@ -190,5 +202,30 @@ func sampleMessages() []Message {
 
 		&DescribeLocalPartitionsRequest{MirrorNames: []string{"my-mirror"}},
 		&DescribeLocalPartitionsResponse{ThrottleTimeMs: 12, ErrorCode: 13, ErrorMessage: strp("local"), Mirrors: sampleDescribedMirrors()},
-	}, configAndMembershipSamples()...)
+	}, append(configAndMembershipSamples(), kafkaAPISamples()...)...)
+}
+
+// kafkaAPISamples are samples of Kafka's SASL and ACL APIs (kmsg's types).
+func kafkaAPISamples() []Message {
+	v := func(m Message, version int16) Message { m.SetVersion(version); return m }
+	return []Message{
+		v(&SaslHandshakeRequest{kmsg.SASLHandshakeRequest{Mechanism: "SCRAM-SHA-512"}}, 1),
+		v(&SaslHandshakeResponse{kmsg.SASLHandshakeResponse{ErrorCode: 33, SupportedMechanisms: []string{"PLAIN", "SCRAM-SHA-256"}}}, 1),
+		v(&SaslAuthenticateRequest{kmsg.SASLAuthenticateRequest{SASLAuthBytes: []byte("n,,n=alice,r=abc")}}, 0),
+		v(&SaslAuthenticateRequest{kmsg.SASLAuthenticateRequest{SASLAuthBytes: []byte("\x00alice\x00secret")}}, 2),
+		v(&SaslAuthenticateResponse{kmsg.SASLAuthenticateResponse{ErrorCode: 58, ErrorMessage: strp("no"), SASLAuthBytes: []byte("r=abcdef"), SessionLifetimeMillis: 3600}}, 2),
+		v(&DescribeAclsRequest{kmsg.DescribeACLsRequest{ResourceType: 8, ResourceName: strp("my-mirror"), ResourcePatternType: 4,
+			Principal: strp("User:monitor"), Host: strp("10.0.0.1"), Operation: 8, PermissionType: 2}}, 3),
+		v(&DescribeAclsResponse{kmsg.DescribeACLsResponse{ThrottleMillis: 1, ErrorCode: 31, ErrorMessage: strp("denied"),
+			Resources: []kmsg.DescribeACLsResponseResource{{ResourceType: 8, ResourceName: "my-mirror", ResourcePatternType: 4,
+				ACLs: []kmsg.DescribeACLsResponseResourceACL{{Principal: "User:monitor", Host: "*", Operation: 8, PermissionType: 2}}}}}}, 3),
+		v(&CreateAclsRequest{kmsg.CreateACLsRequest{Creations: []kmsg.CreateACLsRequestCreation{{ResourceType: 8, ResourceName: "my-mirror",
+			ResourcePatternType: 4, Principal: "User:mirror-admin", Host: "10.0.0.2", Operation: 5, PermissionType: 2}}}}, 3),
+		v(&CreateAclsResponse{kmsg.CreateACLsResponse{ThrottleMillis: 2, Results: []kmsg.CreateACLsResponseResult{{ErrorCode: 42, ErrorMessage: strp("bad")}}}}, 3),
+		v(&DeleteAclsRequest{kmsg.DeleteACLsRequest{Filters: []kmsg.DeleteACLsRequestFilter{{ResourceType: 8, ResourceName: strp("m"),
+			ResourcePatternType: 4, Principal: strp("User:a"), Host: strp("*"), Operation: 7, PermissionType: 2}}}}, 3),
+		v(&DeleteAclsResponse{kmsg.DeleteACLsResponse{ThrottleMillis: 3, Results: []kmsg.DeleteACLsResponseResult{{ErrorCode: 1, ErrorMessage: strp("x"),
+			MatchingACLs: []kmsg.DeleteACLsResponseResultMatchingACL{{ErrorCode: 2, ErrorMessage: strp("y"), ResourceType: 8, ResourceName: "m",
+				ResourcePatternType: 4, Principal: "User:a", Host: "10.0.0.3", Operation: 7, PermissionType: 2}}}}}}, 3),
+	}
 }

@@ -45,6 +45,11 @@ type ConnInfo struct {
 	// authenticated as by its listener (the peer listener with
 	// peer.security.protocol=SSL), nil for every other client.
 	Peer *PeerIdentity
+	// Principal is who the connection authenticated as, as Kafka forms
+	// principals: User:<name> after SASL, User:<mapped certificate DN> for
+	// a TLS client certificate, PeerPrincipal for a sidecar peer, else
+	// User:ANONYMOUS (sasl.go, connPrincipal).
+	Principal string
 }
 
 // Server defaults.
@@ -62,6 +67,8 @@ type serverConfig struct {
 	maxConnections int
 	maxQueuedBytes int64
 	peerAPIsOnly   bool
+	sasl           SASLAuthenticator
+	tlsPrincipal   func(tls.ConnectionState) (string, error)
 }
 
 // ServerOpt configures a Server.
@@ -291,13 +298,19 @@ func (s *Server) serveConn(c net.Conn, open *atomic.Int32) {
 	if peer != nil {
 		log = log.With(zap.Int32("peer-broker-id", peer.BrokerID))
 	}
-	for s.serveOne(c, state, peer, log) {
+	auth, err := s.newConnAuth(state, peer)
+	if err != nil {
+		log.Info("closing admin connection: no principal for its TLS client certificate", zap.Error(err))
+		return
+	}
+	defer auth.close()
+	for s.serveOne(c, auth, log) {
 	}
 }
 
 // serveOne reads, handles and answers one request. It returns false when the
 // connection must close, after logging why.
-func (s *Server) serveOne(c net.Conn, state *tls.ConnectionState, peer *PeerIdentity, log *zap.Logger) bool {
+func (s *Server) serveOne(c net.Conn, auth *connAuth, log *zap.Logger) bool {
 	frame, ok := s.readFrame(c, log)
 	if !ok {
 		return false
@@ -341,10 +354,17 @@ func (s *Server) serveOne(c net.Conn, state *tls.ConnectionState, peer *PeerIden
 	}
 
 	var resp Response
-	if key == KeyApiVersions {
+	authResp, authErr := s.serveAuth(auth, api, req, log)
+	switch {
+	case key == KeyApiVersions:
 		resp = s.apiVersions()
-	} else {
-		info := &ConnInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr(), CorrelationID: hdr.CorrelationId, TLS: state, Peer: peer}
+	case authResp != nil:
+		resp = authResp
+	case authErr != nil:
+		return false
+	default:
+		info := &ConnInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr(), CorrelationID: hdr.CorrelationId,
+			TLS: auth.tls, Peer: auth.peer, Principal: auth.principal}
 		if hdr.ClientId != nil {
 			info.ClientID = *hdr.ClientId
 		}
@@ -362,7 +382,7 @@ func (s *Server) serveOne(c net.Conn, state *tls.ConnectionState, peer *PeerIden
 			zap.String("api", api.Name), zap.Error(ErrBadResponse))
 		return false
 	}
-	return s.writeResponse(c, log, key, version, hdr.CorrelationId, resp)
+	return s.writeResponse(c, log, key, version, hdr.CorrelationId, resp) && authErr == nil
 }
 
 // readFrame reads one size-prefixed frame. It returns false when the

@@ -203,8 +203,8 @@ func TestServerEveryAPI(t *testing.T) {
 	var sent []Request
 	for _, m := range sampleMessages() {
 		req, ok := m.(Request)
-		if !ok || req.Key() == KeyApiVersions {
-			continue
+		if !ok || req.Key() == KeyApiVersions || req.Key() == KeySaslHandshake || req.Key() == KeySaslAuthenticate {
+			continue // the server answers these itself (sasl_test.go)
 		}
 		resp := do(t, c, req)
 		want := echoHandler{}.Handle(context.Background(), nil, req)

@@ -10,7 +10,10 @@
 #     and chromium (the status page's screenshot test renders it headless)
 #   - Go modules of go.mod and tools/go.mod, and staticcheck for `make lint`
 #   - Apache Kafka's jars, resolved by Maven from Maven Central into
-#     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version)
+#     ~/.cache/sidemirror/kafka/<version> (KAFKA_VERSION overrides the version),
+#     and MirrorMaker 2's of the same version (connect-mirror, connect-runtime
+#     and their dependencies, for make failover-compare) into
+#     ~/.cache/sidemirror/mirrormaker2/<version>
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -143,6 +143,7 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		Logger:       s.log,
 
 		StateStore:      c.states,
+		Authorization:   s.cfg.Admin.Authorization(),
 		FailoverTimeout: s.cfg.FailoverTimeout,
 		StatePartitions: s.cfg.StatePartitions,
 		Registerer:      s.reg,
@@ -157,17 +158,24 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		defer close(c.loopDone)
 		svc.Run(loopCtx)
 	})
-	s.routines.Go("sidecar-registry", func() { registerSidecar(loopCtx, c.states, s.cfg.LocalBrokerID, adminAddr, s.log) })
+	registryRecord := statestore.Sidecar{BrokerID: s.cfg.LocalBrokerID, AdminAddress: adminAddr, AdminProtocol: s.cfg.Admin.Protocol}
+	s.routines.Go("sidecar-registry", func() { registerSidecar(loopCtx, c.states, registryRecord, s.log) })
 	var handler protocol.Handler = svc
 	if c.peerLayer != nil {
 		handler = raftnode.PeerGuard(svc, s.log.Named("admin"))
 	}
-	c.admin = protocol.NewServer(handler, protocol.Logger(s.log.Named("admin")),
+	secOpts, ln, err := adminServerOpts(s.cfg, c.adminLn)
+	if err != nil {
+		return nil, err
+	}
+	if w := peerSecurityWarning(s.cfg); w != "" {
+		s.log.Warn(w)
+	}
+	c.admin = protocol.NewServer(handler, append(secOpts, protocol.Logger(s.log.Named("admin")),
 		protocol.MaxConnections(s.cfg.Limits.AdminMaxConnections),
 		protocol.MaxQueuedBytes(s.cfg.Limits.AdminQueuedBytes),
 		protocol.ReadTimeout(s.cfg.Limits.IdleTimeout),
-		protocol.PeerAPIsOnly(c.peerLayer != nil))
-	ln := c.adminLn
+		protocol.PeerAPIsOnly(c.peerLayer != nil))...)
 	s.routines.Go("admin-server", func() {
 		if err := c.admin.Serve(ln); err != nil && !errors.Is(err, protocol.ErrServerClosed) {
 			failed <- fmt.Errorf("sidecar: %s %s: %w", KeyAdminListener, ln.Addr(), err)
@@ -231,16 +239,18 @@ func (c *components) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// SourceKgoOpts turns a mirror's source settings (bootstrap.servers and
-// Kafka's client security properties) into franz-go options; it refuses
+// SourceKgoOpts turns a mirror's source settings (bootstrap.servers, Kafka's
+// client security properties and the consumer properties of
+// sourceprops.go) into franz-go options; it refuses
 // unknown keys with the key named. ${env:NAME} and ${file:path:key}
 // references are resolved here, on every connect, so the raft state keeps
 // the reference and a rotated secret file takes effect at the next
 // connection; a reference that does not resolve fails naming the key.
 func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
-	known := make([]string, 0, len(security.ClientKeys)+1)
+	known := make([]string, 0, len(security.ClientKeys)+len(sourceClientKeys)+1)
 	known = append(known, "bootstrap.servers")
 	known = append(known, security.ClientKeys...)
+	known = append(known, sourceClientKeys...)
 	props := make(map[string]string, len(config))
 	r := properties.NewResolver()
 	for _, k := range slices.Sorted(maps.Keys(config)) {
@@ -255,6 +265,13 @@ func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
 	}
 	bootstrap := props["bootstrap.servers"]
 	delete(props, "bootstrap.servers")
+	clientProps := map[string]string{}
+	for _, k := range sourceClientKeys {
+		if v, ok := props[k]; ok {
+			clientProps[k] = v
+			delete(props, k)
+		}
+	}
 	cc, err := security.ParseClientConfig(props, "")
 	if err != nil {
 		return nil, err
@@ -265,5 +282,13 @@ func SourceKgoOpts(config map[string]string) ([]kgo.Opt, error) {
 			return nil, configErr("bootstrap.servers", "%q %s", b, problem)
 		}
 	}
-	return cc.KgoOpts()
+	opts, err := cc.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	more, err := sourceClientOpts(clientProps, cc)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, more...), nil
 }

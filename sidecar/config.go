@@ -57,8 +57,12 @@ type Config struct {
 	Destination security.ClientConfig
 
 	AdminListener string // admin.listener: Kafka-protocol admin endpoint
-	RaftListener  string // raft.listener: raft transport
-	HTTPListener  string // http.listener: /metrics and /healthz
+	// Admin is the admin endpoint's authentication and authorization
+	// (admin.security.protocol, admin.sasl.*, admin.ssl.*,
+	// admin.super.users; adminsec.go).
+	Admin        AdminSecurity
+	RaftListener string // raft.listener: raft transport
+	HTTPListener string // http.listener: /metrics and /healthz
 
 	// AdminAdvertised is the admin address the other sidecars dial
 	// (admin.advertised.listener): registered in the raft state for write
@@ -136,6 +140,7 @@ func DefaultConfig() Config {
 		LocalBrokerID: -1,
 		Destination:   security.DefaultClientConfig(DestinationPrefix),
 		AdminListener: "127.0.0.1:9191",
+		Admin:         defaultAdminSecurity(),
 		RaftListener:  "127.0.0.1:9192",
 		HTTPListener:  "127.0.0.1:9193",
 		LogFormat:     "json",
@@ -264,7 +269,10 @@ func (c Config) Validate() error {
 	if c.ThrottledRate < 0 {
 		return configErr(KeyThrottledRate, "%d is negative (expected bytes per second, or 0 for no limit)", c.ThrottledRate)
 	}
-	return c.validatePeer()
+	if err := c.validatePeer(); err != nil {
+		return err
+	}
+	return c.Admin.validate(c)
 }
 
 func (c Config) validateRaftPeers() error {
@@ -481,7 +489,9 @@ func (c Config) Redacted() []Property {
 	props = append(props, c.Destination.Redacted()...)
 	props = append(props,
 		Property{Key: KeyAdminListener, Value: c.AdminListener},
-		Property{Key: KeyAdminAdvertised, Value: c.AdminAdvertised},
+		Property{Key: KeyAdminAdvertised, Value: c.AdminAdvertised})
+	props = append(props, c.Admin.redacted()...)
+	props = append(props,
 		Property{Key: KeyRaftListener, Value: c.RaftListener},
 		Property{Key: KeyRaftAdvertised, Value: c.RaftAdvertised},
 		Property{Key: KeyHTTPListener, Value: c.HTTPListener},

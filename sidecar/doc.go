@@ -9,8 +9,12 @@
 // Files: config.go (keys, defaults, validation; ${env:...} and ${file:...}
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), peer.go (peer.* and the listeners' bounds; the
-// peer stream layer of peer.security.protocol=SSL), components.go (wiring; SourceKgoOpts, which
-// resolves a mirror's source settings on every connect), sidecar.go
+// peer stream layer of peer.security.protocol=SSL), adminsec.go (the admin
+// endpoint's admin.security.protocol, admin.sasl.*, admin.ssl.* and
+// admin.super.users, its server options), components.go (wiring; SourceKgoOpts, which
+// resolves a mirror's source settings on every connect), sourceprops.go (the
+// Kafka consumer properties of a mirror config that set source client
+// options), sidecar.go
 // (lifecycle and shutdown order), readyz.go (the /readyz checks),
 // notify.go (systemd's Type=notify: READY=1 once a raft member that
 // reaches its broker, STOPPING=1), status.go (the status page at "/" and

@@ -21,8 +21,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/internal/peertls"
 	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/internal/testwait"
@@ -341,4 +345,161 @@ func TestHTTPListenerBound(t *testing.T) {
 		c.Close()
 	}
 	testwait.For(t, 5*time.Second, "the slots to free up", func() bool { return ln.(*boundedListener).open.Load() == 0 })
+}
+
+// TestPeerSecurityAdminSASLSSL runs three sidecars with peer TLS and a
+// SASL_SSL admin endpoint (SCRAM relayed to a kfake broker, authorization
+// on): the sidecars reach each other only over the peer path, never
+// through the admin endpoint, whose TLS and SASL they do not speak. The
+// group forms and registers (forwarded RegisterSidecar), a write sent to
+// a follower is forwarded to the leader, the liveness probe (ApiVersions)
+// and the describe fan-out (DescribeLocalPartitions) of each sidecar's
+// peer client reach the others, a leader asked to remove itself passes the
+// removal on to the new leader, and the admin endpoint still refuses the
+// internal APIs to a logged-in client.
+func TestPeerSecurityAdminSASLSSL(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir)
+	pki := newTestPKI(t, pkix.Name{CommonName: "laptop"})
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "ops", "ops-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	ids := []int32{1, 2, 3}
+	raftAddr, adminAddr := map[int32]string{}, map[int32]string{}
+	var peers []RaftPeer
+	for _, id := range ids {
+		raftAddr[id], adminAddr[id] = freeAddr(t), freeAddr(t)
+		peers = append(peers, RaftPeer{ID: id, Address: raftAddr[id]})
+	}
+	sidecars := map[int32]*running{}
+	for _, id := range ids {
+		cfg := testConfig(t, filepath.Join(dir, fmt.Sprint("data-", id)))
+		cfg.LocalBrokerID = id
+		cfg.AdminListener, cfg.RaftListener, cfg.RaftPeers = adminAddr[id], raftAddr[id], peers
+		cfg.Peer.Protocol = "SSL"
+		cfg.Peer.TLS.Stores.KeystoreLocation, _ = ca.issue(t, dir, fmt.Sprint("sidecar-", id))
+		cfg.Peer.TLS.Stores.TruststoreLocation = ca.file
+		cfg.Admin.Protocol = security.ProtocolSASLSSL
+		cfg.Admin.RelayServers = broker.ListenAddrs()
+		cfg.Admin.RelayProtocol = security.ProtocolSASLPlaintext
+		cfg.Admin.TLS.Stores.KeystoreLocation = pki.serverFile
+		cfg.Admin.SuperUsers = []string{"User:ops"}
+		if w := peerSecurityWarning(cfg); w != "" {
+			t.Errorf("peer and admin security on: warning %q", w)
+		}
+		sidecars[id] = startSidecar(t, cfg)
+		sidecars[id].waitReady(t)
+	}
+	ops := []protocol.ClientOpt{
+		protocol.DialTLSConfig(&tls.Config{RootCAs: pki.caPool}),
+		protocol.SASLMechanism(scram.Auth{User: "ops", Pass: "ops-pw"}.AsSha256Mechanism()),
+	}
+	describe := func(id int32) *protocol.DescribeSidecarsResponse {
+		return adminDo(t, adminAddr[id], &protocol.DescribeSidecarsRequest{}, ops...).(*protocol.DescribeSidecarsResponse)
+	}
+	var leader int32
+	testwait.For(t, 60*time.Second, "a leader and every sidecar registered", func() bool {
+		d := describe(1)
+		registered := 0
+		for _, s := range d.Sidecars {
+			if s.AdminAddress != nil && *s.AdminAddress == adminAddr[s.BrokerId] {
+				registered++
+			}
+		}
+		leader = d.LeaderId
+		return d.ErrorCode == 0 && d.LeaderId >= 0 && registered == 3
+	})
+	var followers []int32
+	for _, id := range ids {
+		if id != leader {
+			followers = append(followers, id)
+		}
+	}
+
+	// A write on a follower is forwarded to the leader (ApplyCommand on
+	// the leader's peer listener) and read back from the leader.
+	create := &protocol.CreateAclsRequest{}
+	create.SetVersion(3)
+	c := kmsg.NewCreateACLsRequestCreation()
+	c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceType(8), "orders", kmsg.ACLResourcePatternTypeLiteral
+	c.Principal, c.Host, c.Operation, c.PermissionType = "User:monitor", "*", kmsg.ACLOperationDescribe, kmsg.ACLPermissionTypeAllow
+	create.Creations = append(create.Creations, c)
+	cr := adminDo(t, adminAddr[followers[0]], create, ops...).(*protocol.CreateAclsResponse)
+	if len(cr.Results) != 1 || cr.Results[0].ErrorCode != 0 {
+		t.Fatalf("CreateAcls on follower %d: %+v", followers[0], cr.Results)
+	}
+	dr := adminDo(t, adminAddr[leader], describeAllACLs(), ops...).(*protocol.DescribeAclsResponse)
+	if dr.ErrorCode != 0 || len(dr.Resources) != 1 || dr.Resources[0].ResourceName != "orders" {
+		t.Fatalf("DescribeAcls on leader %d after the follower's write: %d %+v", leader, dr.ErrorCode, dr.Resources)
+	}
+
+	// Each sidecar's peer client (the liveness probe's ApiVersions, the
+	// describe fan-out's DescribeLocalPartitions) reaches the others by
+	// their registered admin address, over the peer path; a client that
+	// dials the admin endpoint itself, without TLS, is not answered.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, from := range ids {
+		p := sidecars[from].sc.comps.Load().peers
+		for _, to := range ids {
+			if to == from {
+				continue
+			}
+			if _, err := p.Do(ctx, adminAddr[to], &protocol.ApiVersionsRequest{}); err != nil {
+				t.Errorf("liveness probe of sidecar %d from %d: %v", to, from, err)
+			}
+			resp, err := p.Do(ctx, adminAddr[to], &protocol.DescribeLocalPartitionsRequest{})
+			if err != nil {
+				t.Errorf("DescribeLocalPartitions of sidecar %d from %d: %v", to, from, err)
+			} else if r := resp.(*protocol.DescribeLocalPartitionsResponse); r.ErrorCode != 0 {
+				t.Errorf("DescribeLocalPartitions of sidecar %d from %d: %d %s", to, from, r.ErrorCode, deref(r.ErrorMessage))
+			}
+		}
+	}
+	plain := raftnode.NewPeers(protocol.DialTimeout(2 * time.Second))
+	defer plain.Close()
+	if _, err := plain.Do(ctx, adminAddr[leader], &protocol.ApiVersionsRequest{}); err == nil {
+		t.Error("a plaintext client was answered by the SASL_SSL admin endpoint")
+	}
+
+	// A logged-in client on the admin endpoint still cannot call the
+	// internal APIs.
+	evil, err := fsm.EncodeCommand(fsm.RegisterSidecar{ID: followers[0], RaftAddr: raftAddr[followers[0]], AdminAddr: "127.0.0.1:6666"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := adminDo(t, adminAddr[leader], &protocol.ApplyCommandRequest{Command: evil}, ops...).(*protocol.ApplyCommandResponse)
+	if ar.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("a raw ApplyCommand of a logged-in client on the admin endpoint: error code %d", ar.ErrorCode)
+	}
+
+	// The leader asked to remove itself hands leadership over and passes
+	// the removal on to the new leader through its peer listener.
+	rr := adminDo(t, adminAddr[leader], &protocol.RemoveSidecarRequest{BrokerId: leader}, ops...).(*protocol.RemoveSidecarResponse)
+	if rr.ErrorCode != 0 {
+		t.Fatalf("RemoveSidecar of the leader %d: %d %s", leader, rr.ErrorCode, deref(rr.ErrorMessage))
+	}
+	testwait.For(t, 30*time.Second, "the old leader gone from the group", func() bool {
+		d := describe(followers[0])
+		if d.ErrorCode != 0 || d.LeaderId < 0 || d.LeaderId == leader || len(d.Sidecars) != 2 {
+			return false
+		}
+		for _, s := range d.Sidecars {
+			if s.BrokerId == leader {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// describeAllACLs is a DescribeAcls request that matches every ACL.
+func describeAllACLs() *protocol.DescribeAclsRequest {
+	r := &protocol.DescribeAclsRequest{}
+	r.SetVersion(3)
+	r.ResourceType, r.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	r.Operation, r.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	return r
 }

@@ -18,13 +18,13 @@ const (
 
 // registerSidecar writes this sidecar's record to the sidecar registry in
 // __mirror_state (statestore.RegisterSidecar), so that kafka-cluster-mirrors
-// pointed at a broker finds the admin address. It runs once per start (the
+// pointed at a broker finds the admin address and how to connect to it. It runs once per start (the
 // only time the address can change), retrying with backoff until the write
 // succeeds or ctx ends: the destination cluster may not be reachable yet.
-func registerSidecar(ctx context.Context, store *statestore.Store, id int32, adminAddr string, log *zap.Logger) {
+func registerSidecar(ctx context.Context, store *statestore.Store, sc statestore.Sidecar, log *zap.Logger) {
 	backoff := registryBackoffMin
 	for {
-		err := store.RegisterSidecar(ctx, id, adminAddr)
+		err := store.RegisterSidecar(ctx, sc)
 		if err == nil || ctx.Err() != nil {
 			return
 		}

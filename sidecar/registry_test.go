@@ -48,7 +48,7 @@ func TestSidecarRegisters(t *testing.T) {
 		got, _ = statestore.ReadSidecars(ctx, cl)
 		return len(got) > 0
 	})
-	if sc, ok := got[1]; len(got) != 1 || !ok || sc.AdminAddress != admin {
-		t.Fatalf("registry %+v, want broker 1 at %s", got, admin)
+	if sc, ok := got[1]; len(got) != 1 || !ok || sc.AdminAddress != admin || sc.AdminProtocol != "PLAINTEXT" {
+		t.Fatalf("registry %+v, want broker 1 at %s, PLAINTEXT", got, admin)
 	}
 }

@@ -267,5 +267,5 @@ func referenceError(err error) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	return &ConfigError{Key: re.Key, msg: "config: " + re.Error(), Cause: re.Cause}
+	return &ConfigError{Key: re.Key, msg: "config: " + re.Error(), Cause: re}
 }

@@ -57,8 +57,9 @@ type jsonKey struct {
 }
 
 type jsonSidecar struct {
-	AdminAddress string `json:"adminAddress"`
-	UpdatedMs    int64  `json:"updatedMs"`
+	AdminAddress  string `json:"adminAddress"`
+	AdminProtocol string `json:"adminSecurityProtocol"`
+	UpdatedMs     int64  `json:"updatedMs"`
 }
 
 type jsonError struct {
@@ -107,7 +108,7 @@ func dumpRecord(rec *kgo.Record) dumpLine {
 		if err != nil {
 			line.Value = jsonError{err.Error()}
 		} else {
-			line.Value = jsonSidecar{AdminAddress: sc.AdminAddress, UpdatedMs: sc.UpdatedMs}
+			line.Value = jsonSidecar{AdminAddress: sc.AdminAddress, AdminProtocol: sc.AdminProtocol, UpdatedMs: sc.UpdatedMs}
 		}
 		return line
 	}

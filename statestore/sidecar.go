@@ -13,7 +13,7 @@ import (
 // The sidecar registry: one TypeSidecar record per sidecar in partition
 // SidecarPartition of __mirror_state, keyed by the broker ID the sidecar
 // runs beside (Mirror and Topic "", Partition the broker ID) and holding
-// its advertised admin address. A sidecar writes its record when it starts,
+// its advertised admin address and that endpoint's security protocol. A sidecar writes its record when it starts,
 // which is also when its address can change; compaction keeps the latest.
 // kafka-cluster-mirrors reads the registry to find a sidecar when it is
 // pointed at a broker of the destination cluster.
@@ -32,7 +32,10 @@ const sidecarValueVersion int16 = 0
 type Sidecar struct {
 	BrokerID     int32  // the broker the sidecar runs beside
 	AdminAddress string // admin.advertised.listener (or the bound admin address)
-	UpdatedMs    int64  // when the sidecar wrote the record, Unix milliseconds
+	// AdminProtocol is the admin endpoint's admin.security.protocol
+	// (PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL); "" reads as PLAINTEXT.
+	AdminProtocol string
+	UpdatedMs     int64 // when the sidecar wrote the record, Unix milliseconds
 }
 
 // SidecarKey returns the registry key of the sidecar beside broker id.
@@ -41,11 +44,13 @@ func SidecarKey(id int32) Key { return Key{Type: TypeSidecar, Partition: id} }
 // appendSidecarValue encodes a Sidecar value:
 //
 //	Version      int16          0; a later version appends fields
-//	AdminAddress compact string
-//	UpdatedMs    int64
+//	AdminAddress  compact string
+//	AdminProtocol compact string
+//	UpdatedMs     int64
 func appendSidecarValue(dst []byte, s Sidecar) []byte {
 	dst = kbin.AppendInt16(dst, sidecarValueVersion)
 	dst = kbin.AppendCompactString(dst, s.AdminAddress)
+	dst = kbin.AppendCompactString(dst, s.AdminProtocol)
 	return kbin.AppendInt64(dst, s.UpdatedMs)
 }
 
@@ -54,7 +59,7 @@ func appendSidecarValue(dst []byte, s Sidecar) []byte {
 func readSidecarValue(k Key, b []byte) (Sidecar, error) {
 	r := kbin.Reader{Src: b}
 	v := r.Int16()
-	s := Sidecar{BrokerID: k.Partition, AdminAddress: r.CompactString(), UpdatedMs: r.Int64()}
+	s := Sidecar{BrokerID: k.Partition, AdminAddress: r.CompactString(), AdminProtocol: r.CompactString(), UpdatedMs: r.Int64()}
 	switch {
 	case !r.Ok():
 		return Sidecar{}, fmt.Errorf("%w: sidecar record of %d bytes is truncated", ErrMalformed, len(b))
@@ -64,9 +69,10 @@ func readSidecarValue(k Key, b []byte) (Sidecar, error) {
 	return s, nil
 }
 
-// RegisterSidecar writes the registry record of the sidecar beside broker
-// id, creating __mirror_state first when it is absent.
-func (s *Store) RegisterSidecar(ctx context.Context, id int32, adminAddr string) error {
+// RegisterSidecar writes the registry record of sc (UpdatedMs is set to
+// now), creating __mirror_state first when it is absent.
+func (s *Store) RegisterSidecar(ctx context.Context, sc Sidecar) error {
+	id, adminAddr := sc.BrokerID, sc.AdminAddress
 	if err := s.checkWrite(SidecarPartition); err != nil {
 		return err
 	}
@@ -76,12 +82,14 @@ func (s *Store) RegisterSidecar(ctx context.Context, id int32, adminAddr string)
 	if err := s.EnsureTopic(ctx); err != nil {
 		return err
 	}
-	v := appendSidecarValue(nil, Sidecar{BrokerID: id, AdminAddress: adminAddr, UpdatedMs: time.Now().UnixMilli()})
+	sc.UpdatedMs = time.Now().UnixMilli()
+	v := appendSidecarValue(nil, sc)
 	rec := &kgo.Record{Topic: TopicName, Partition: SidecarPartition, Key: SidecarKey(id).AppendTo(nil), Value: v}
 	if err := s.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("statestore: writing the registry record of sidecar %d to %s-%d: %w", id, TopicName, SidecarPartition, err)
 	}
-	s.log.Info("registered the sidecar", zap.Int32("broker-id", id), zap.String("admin-address", adminAddr))
+	s.log.Info("registered the sidecar", zap.Int32("broker-id", id), zap.String("admin-address", adminAddr),
+		zap.String("admin-security-protocol", sc.AdminProtocol))
 	return nil
 }
 

@@ -27,7 +27,7 @@ func TestSidecarRegistry(t *testing.T) {
 		id   int32
 		addr string
 	}{{1, "10.0.0.1:9191"}, {2, "10.0.0.2:9191"}, {3, "10.0.0.3:9191"}, {2, "10.0.0.20:9191"}} {
-		if err := s.RegisterSidecar(ctx, r.id, r.addr); err != nil {
+		if err := s.RegisterSidecar(ctx, Sidecar{BrokerID: r.id, AdminAddress: r.addr, AdminProtocol: "PLAINTEXT"}); err != nil {
 			t.Fatalf("RegisterSidecar(%d, %s): %v", r.id, r.addr, err)
 		}
 	}
@@ -41,7 +41,7 @@ func TestSidecarRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[1].AdminAddress != "10.0.0.1:9191" || got[2].AdminAddress != "10.0.0.20:9191" ||
-		got[1].BrokerID != 1 || got[2].BrokerID != 2 || got[2].UpdatedMs <= 0 {
+		got[1].BrokerID != 1 || got[2].BrokerID != 2 || got[2].UpdatedMs <= 0 || got[2].AdminProtocol != "PLAINTEXT" {
 		t.Fatalf("ReadSidecars = %+v, want sidecars 1 at 10.0.0.1:9191 and 2 at 10.0.0.20:9191", got)
 	}
 
@@ -60,17 +60,17 @@ func TestSidecarRegistry(t *testing.T) {
 	if err := Dump(ctx, cl, &dump); err != nil {
 		t.Fatal(err)
 	}
-	if want := `"key":{"type":4,"mirror":"","topic":"","partition":2},"value":{"adminAddress":"10.0.0.20:9191","updatedMs":`; !strings.Contains(dump.String(), want) {
+	if want := `"key":{"type":4,"mirror":"","topic":"","partition":2},"value":{"adminAddress":"10.0.0.20:9191","adminSecurityProtocol":"PLAINTEXT","updatedMs":`; !strings.Contains(dump.String(), want) {
 		t.Errorf("Dump has no %s:\n%s", want, dump.String())
 	}
 
-	if err := s.RegisterSidecar(ctx, -1, "10.0.0.1:9191"); !errors.Is(err, ErrInvalidRecord) {
+	if err := s.RegisterSidecar(ctx, Sidecar{BrokerID: -1, AdminAddress: "10.0.0.1:9191"}); !errors.Is(err, ErrInvalidRecord) {
 		t.Errorf("RegisterSidecar(-1): %v, want ErrInvalidRecord", err)
 	}
 }
 
 func TestSidecarValue(t *testing.T) {
-	in := Sidecar{BrokerID: 4, AdminAddress: "h:1", UpdatedMs: 99}
+	in := Sidecar{BrokerID: 4, AdminAddress: "h:1", AdminProtocol: "SASL_SSL", UpdatedMs: 99}
 	b := appendSidecarValue(nil, in)
 	if out, err := readSidecarValue(SidecarKey(4), b); err != nil || out != in {
 		t.Fatalf("round trip: %+v, %v", out, err)

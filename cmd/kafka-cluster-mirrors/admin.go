@@ -92,7 +92,11 @@ func (cfg *Config) loadAlter() error {
 // the first connection.
 func (cfg *Config) dialer() dialer {
 	return func(ctx context.Context, addr string) (client, func(), error) {
-		cl, err := protocol.Dial(ctx, addr, protocol.DialTimeout(dialTimeout), protocol.ClientID(cfg.ClientID))
+		opts, err := cfg.clientOpts()
+		if err != nil {
+			return nil, nil, err
+		}
+		cl, err := protocol.Dial(ctx, addr, opts...)
 		if err != nil {
 			return nil, nil, err
 		}

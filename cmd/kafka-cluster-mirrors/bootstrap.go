@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 	"github.com/sidemirror/sidemirror/statestore"
@@ -22,27 +21,11 @@ import (
 // answer to ApiVersions tells them apart: a sidecar lists the mirror APIs,
 // a broker does not. For a broker, the CLI reads the sidecar registry in
 // __mirror_state (statestore.ReadSidecars: every sidecar writes its admin
-// address there when it starts) and connects to the first sidecar that
-// answers as one, trying the sidecar beside the given broker first, then
-// the others by broker ID.
-
-// loadBrokerSecurity reads the Kafka client security settings of
-// --command-config (security.protocol, sasl.*, ssl.*) for the connection to
-// a broker; a sidecar's admin endpoint is PLAINTEXT and ignores them.
-func (cfg *Config) loadBrokerSecurity(props []properties.Property) error {
-	m := map[string]string{}
-	for _, p := range props {
-		if security.IsClientKey(p.Key) {
-			m[p.Key] = p.Value
-		}
-	}
-	c, err := security.ParseClientConfig(m, "")
-	if err != nil {
-		return fmt.Errorf("--command-config %s: %w", cfg.CommandConfigPath, err)
-	}
-	cfg.brokerSecurity = c
-	return nil
-}
+// address and admin.security.protocol there when it starts) and connects to
+// the first sidecar that answers as one, trying the sidecar beside the given
+// broker first, then the others by broker ID. The broker is reached with the
+// security settings of --command-config; so is a sidecar whose admin
+// endpoint is not PLAINTEXT.
 
 // errNoSidecars is matched by the error for a cluster without registry
 // records.
@@ -91,11 +74,7 @@ func resolveSidecar(ctx context.Context, cfg Config, addr string, cl *protocol.C
 	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	sidecar, err := isSidecar(ctx, cl)
-	switch {
-	case err != nil && cfg.brokerSecurity.UsesTLS() && ctx.Err() == nil:
-		// A plain request to a TLS listener fails: with a TLS
-		// security.protocol, the address is taken as a broker's.
-	case err != nil:
+	if err != nil {
 		_ = cl.Close()
 		return nil, fmt.Errorf("--bootstrap-server %s: %w", addr, err)
 	}
@@ -109,8 +88,8 @@ func resolveSidecar(ctx context.Context, cfg Config, addr string, cl *protocol.C
 // sidecarOfBroker reads the sidecar registry through the broker at addr and
 // connects to a live sidecar.
 func sidecarOfBroker(ctx context.Context, cfg Config, addr string) (*protocol.Client, error) {
-	sec := cfg.brokerSecurity
-	if sec.SecurityProtocol == "" { // no --command-config
+	sec := cfg.Security
+	if sec.SecurityProtocol == "" { // no security keys in --command-config
 		sec = security.DefaultClientConfig("")
 	}
 	seed := addr
@@ -144,9 +123,21 @@ func sidecarOfBroker(ctx context.Context, cfg Config, addr string) (*protocol.Cl
 	if md, err := kadm.NewClient(kcl).BrokerMetadata(ctx); err == nil {
 		beside = brokerAt(ctx, md.Brokers, addr)
 	}
+	secured, err := cfg.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	plain := []protocol.ClientOpt{protocol.DialTimeout(dialTimeout), protocol.ClientID(cfg.ClientID)}
 	var failures []string
 	for _, sc := range sidecarOrder(registry, beside) {
-		cl, err := protocol.Dial(ctx, sc.AdminAddress, protocol.DialTimeout(dialTimeout), protocol.ClientID(cfg.ClientID))
+		// A sidecar's record says how its admin endpoint listens: a
+		// PLAINTEXT one is reached in plain whatever the broker needs,
+		// another with the settings of --command-config.
+		dialOpts := secured
+		if p := strings.ToUpper(sc.AdminProtocol); p == "" || p == security.ProtocolPlaintext {
+			dialOpts = plain
+		}
+		cl, err := protocol.Dial(ctx, sc.AdminAddress, dialOpts...)
 		if err == nil {
 			var ok bool
 			if ok, err = isSidecar(ctx, cl); ok {

@@ -56,7 +56,7 @@ func register(t *testing.T, store *statestore.Store, id int32, addr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := store.RegisterSidecar(ctx, id, addr); err != nil {
+	if err := store.RegisterSidecar(ctx, statestore.Sidecar{BrokerID: id, AdminAddress: addr, AdminProtocol: "PLAINTEXT"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -198,7 +198,16 @@ func TestBootstrapBrokerSASL(t *testing.T) {
 	}
 	t.Cleanup(store.Close)
 	h, side := listingSidecar(t)
-	register(t, store, 0, side)
+	register(t, store, 1, side)
+	// Sidecar 0, beside the broker, records a SASL admin endpoint: it is
+	// dialed with the SASL settings, which this plain fake refuses, so the
+	// command goes to sidecar 1, whose PLAINTEXT endpoint is dialed plain.
+	hSASL, sideSASL := listingSidecar(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := store.RegisterSidecar(ctx, statestore.Sidecar{BrokerID: 0, AdminAddress: sideSASL, AdminProtocol: "SASL_PLAINTEXT"}); err != nil {
+		t.Fatal(err)
+	}
 
 	cc := writeFile(t, "client.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"+
 		`sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret";`+"\n")
@@ -207,8 +216,8 @@ func TestBootstrapBrokerSASL(t *testing.T) {
 	if code != 0 || out != want || errOut != "" {
 		t.Fatalf("--list against a SASL broker: %d %q %q, want %q", code, out, errOut, want)
 	}
-	if n := len(h.requests()); n != 2 {
-		t.Errorf("the sidecar got %d requests, want 2", n)
+	if n, nSASL := len(h.requests()), len(hSASL.requests()); n != 2 || nSASL != 0 {
+		t.Errorf("the PLAINTEXT sidecar got %d requests, want 2; the SASL one %d, want 0", n, nSASL)
 	}
 
 	// Without the SASL settings the registry cannot be read; the error

@@ -6,20 +6,23 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sidemirror/sidemirror/internal/partstate"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/protocol"
 )
 
 // The actions, in the order the error messages list them.
-var actions = []string{"create", "delete", "describe", "list", "start", "stop", "pause", "resume", "alter",
-	"add-sidecar", "remove-sidecar", "list-sidecars"}
+var actions = []string{"create", "delete", "describe", "list", "start", "stop", "pause", "resume", "recover", "alter",
+	"add-sidecar", "remove-sidecar", "list-sidecars", "add-acl", "list-acls", "remove-acl"}
 
 // sidecarActions change or list the raft group; they take no --mirror.
 var sidecarActions = map[string]bool{"add-sidecar": true, "remove-sidecar": true, "list-sidecars": true}
@@ -28,8 +31,8 @@ var sidecarActions = map[string]bool{"add-sidecar": true, "remove-sidecar": true
 // (KIP-1279 §8.3).
 const clusterMirrorsEntityType = "cluster-mirrors"
 
-// topicActions take --topics.
-var topicActions = map[string]bool{"start": true, "stop": true, "pause": true, "resume": true}
+// topicActions take --topics and require it.
+var topicActions = map[string]bool{"start": true, "stop": true, "pause": true, "resume": true, "recover": true}
 
 // Defaults of the admin client.
 const (
@@ -40,6 +43,8 @@ const (
 	// minutes, coordinator.ReseedTimeout).
 	reseedRequestTimeout = 16 * time.Minute
 	dialTimeout          = 10 * time.Second
+	// defaultInterval is how often --wait and --watch describe.
+	defaultInterval = 2 * time.Second
 )
 
 // usage is printed by --help; it follows KIP-1279's help text.
@@ -53,6 +58,10 @@ Option                                  Description
                                           sidemirror sidecar. Several may be
                                           given, comma-separated; the first
                                           that connects is used.
+--add-acl                               Add ACLs (kafka-acls.sh --add): with
+                                          --cluster-mirror or --cluster,
+                                          --operation and --allow-principal
+                                          or --deny-principal.
 --add-config <String: key=value,...>    Configs of the mirror to set, with
                                           --alter: comma-separated key=value
                                           entries; a value with commas goes
@@ -65,19 +74,32 @@ Option                                  Description
                                           --raft-address, --admin-address).
 --admin-address <String: host:port>     The admin endpoint of the sidecar to
                                           add.
+--allow-host <String: host>             Host of the --allow-principal ACLs
+                                          (default *). Repeatable.
+--allow-principal <String: principal>   Principal (User:name) the ACLs allow.
+                                          Repeatable.
 --alter                                 Alter the configuration of a cluster
                                           mirror (with --add-config,
                                           --add-config-file, --delete-config).
 --broker-id <Integer: broker ID>        The broker ID of the sidecar to add or
                                           remove.
+--cluster                               The ACL resource is the CLUSTER (raft
+                                          membership, ACL changes).
+--cluster-mirror <String: mirror>       The ACL resource is this mirror ('*'
+                                          for every mirror).
 --command-config <String: command       Property file containing configs to be
   config property file>                   passed to the admin client
-                                          (client.id, request.timeout.ms; and
-                                          security.protocol, sasl.* and ssl.*
-                                          for a broker).
+                                          (client.id, request.timeout.ms,
+                                          security.protocol, sasl.mechanism,
+                                          sasl.jaas.config, ssl.truststore.*,
+                                          ssl.keystore.*, ...).
 --create                                Create a new cluster mirror from a
                                           source cluster.
 --delete                                Delete a cluster mirror.
+--deny-host <String: host>              Host of the --deny-principal ACLs
+                                          (default *). Repeatable.
+--deny-principal <String: principal>    Principal (User:name) the ACLs deny.
+                                          Repeatable.
 --delete-config <String: key,...>       Configs of the mirror to remove, with
                                           --alter: comma-separated keys.
 --describe                              Describe a cluster mirror including
@@ -90,9 +112,19 @@ Option                                  Description
 --exclude <String: exclude patterns>    Comma-separated list of topic names or
                                           regex patterns to exclude from
                                           mirroring. Only valid with --start.
+--failed                                With --describe: only the FAILED
+                                          partitions, with their automatic
+                                          retries (RETRY: n/max, or
+                                          NonRetryable) and reason (ERROR).
 --help                                  Print usage information.
+--interval <String: duration>           How often --wait and --watch ask
+                                          (milliseconds or 2s, 1m; default
+                                          2s).
 --json                                  Output description in JSON format
 --list                                  List all cluster mirrors.
+--list-acls                             List ACLs (kafka-acls.sh --list),
+                                          optionally of --cluster-mirror,
+                                          --cluster or --principal.
 --list-sidecars                         List the sidecars of the raft group
                                           and which one leads.
 --mirror <String: mirror>               The name of the cluster mirror. It
@@ -100,12 +132,26 @@ Option                                  Description
                                           .paused.
 --mirror-config <String: mirror config  Property file containing source
   property file>                          cluster configs for mirroring.
+--operation <String: operation>         ACL operation: Create, Delete, Alter,
+                                          Describe, AlterConfigs,
+                                          DescribeConfigs or All. Repeatable.
 --pause                                 Pause mirroring for topics matching
                                           the given patterns.
+--principal <String: principal>        With --list-acls: only this
+                                          principal's ACLs.
 --raft-address <String: host:port>      The raft address of the sidecar to
                                           add.
+--recover                               Restart the FAILED partitions of the
+                                          topics matching the given patterns,
+                                          with new automatic retries.
+--remove-acl                            Remove ACLs (kafka-acls.sh --remove):
+                                          those named, or every ACL of the
+                                          resource.
 --remove-sidecar                        Remove a sidecar from the raft group
                                           (with --broker-id).
+--resource-pattern-type <String: type>  LITERAL (default) or PREFIXED; ANY
+                                          (the default of --list-acls) or
+                                          MATCH to list or remove.
 --reseed                                With --start: re-seed topics whose log
                                           on this cluster diverged from the
                                           source's (failback). Their
@@ -117,26 +163,52 @@ Option                                  Description
                                           topics matching the given patterns.
 --start                                 Start mirroring topics matching the
                                           given patterns.
+--state <String: states>                With --describe: only the partitions
+                                          in these states (comma-separated,
+                                          e.g. FAILED,LOG_TRUNCATION).
 --stop                                  Stop mirroring topics matching the
                                           given patterns.
+--timeout <String: duration>            With --wait: give up after this long
+                                          (milliseconds or 90s, 10m); exit 4.
 --topics <String: topics>               Comma-separated list of topic names or
                                           regex patterns (e.g., 'my-topic,
-                                          orders-.*,payments').
+                                          orders-.*,payments'). With
+                                          --describe: only these topics.
 --version                               Display the version.
+--wait                                  With --start or --resume: return once
+                                          every partition of the topics is
+                                          MIRRORING with lag 0.
+--watch                                 With --describe: describe again every
+                                          --interval, with each mirror's
+                                          total lag, its rate and an ETA,
+                                          until interrupted.
+
+Long options may be abbreviated to any unambiguous prefix (--bootstrap for
+--bootstrap-server). Exit codes: 0 success; 1 error; 2 --describe found
+FAILED partitions (among those it shows), or --wait met one; 3 --wait timed
+out.
 `
 
 // Config is a parsed command line.
 type Config struct {
-	BootstrapServers  []string // --bootstrap-server, split on commas
-	CommandConfigPath string   // --command-config
-	Action            string   // one of actions
-	actionsGiven      []string // every action flag given, for Validate
-	Mirror            string   // --mirror
-	MirrorConfigPath  string   // --mirror-config
-	Topics            []string // --topics, split on commas
-	Exclude           []string // --exclude, split on commas
-	JSON              bool     // --json
-	Reseed            bool     // --reseed
+	BootstrapServers  []string      // --bootstrap-server, split on commas
+	CommandConfigPath string        // --command-config
+	Action            string        // one of actions
+	actionsGiven      []string      // every action flag given, for Validate
+	Mirror            string        // --mirror
+	MirrorConfigPath  string        // --mirror-config
+	Topics            []string      // --topics, split on commas
+	Exclude           []string      // --exclude, split on commas
+	JSON              bool          // --json
+	Reseed            bool          // --reseed
+	Failed            bool          // --failed
+	States            []string      // --state, split on commas, upper-cased
+	Wait              bool          // --wait
+	Watch             bool          // --watch
+	Timeout           time.Duration // --timeout (--wait); 0: none
+	Interval          time.Duration // --interval (--wait, --watch)
+	timeoutFlag       string
+	intervalFlag      string
 
 	AddConfigFlag  string   // --add-config, parsed by Load
 	AddConfigFile  string   // --add-config-file
@@ -153,7 +225,12 @@ type Config struct {
 	MirrorConfig   []properties.Property // --mirror-config's entries, in file order
 	ClientID       string                // client.id of --command-config
 	RequestTimeout time.Duration         // request.timeout.ms of --command-config
-	brokerSecurity security.ClientConfig // the security settings of --command-config, for brokers (bootstrap.go)
+	// Security holds the client security keys of --command-config
+	// (security.protocol, sasl.*, ssl.*; security.go); the zero value is
+	// PLAINTEXT.
+	Security security.ClientConfig
+
+	ACL aclFlags // --add-acl, --list-acls, --remove-acl (acls.go)
 }
 
 // configFromFlags copies the parsed flags into a Config.
@@ -167,6 +244,13 @@ func configFromFlags(c *cli.Context) Config {
 		Exclude:           splitList(c.String("exclude")),
 		JSON:              c.Bool("json"),
 		Reseed:            c.Bool("reseed"),
+		Failed:            c.Bool("failed"),
+		States:            splitList(strings.ToUpper(c.String("state"))),
+		Wait:              c.Bool("wait"),
+		Watch:             c.Bool("watch"),
+		timeoutFlag:       c.String("timeout"),
+		intervalFlag:      c.String("interval"),
+		Interval:          defaultInterval,
 		ClientID:          defaultClientID,
 		RequestTimeout:    defaultRequestTimeout,
 
@@ -178,6 +262,7 @@ func configFromFlags(c *cli.Context) Config {
 		brokerIDGiven: c.IsSet("broker-id"),
 		RaftAddress:   c.String("raft-address"),
 		AdminAddress:  c.String("admin-address"),
+		ACL:           aclFlagsFrom(c),
 	}
 	if name := c.String("entity-name"); name != "" {
 		if cfg.Mirror != "" && cfg.Mirror != name {
@@ -242,8 +327,11 @@ func (cfg *Config) Validate() error {
 	if err := cfg.validateAdmin(); err != nil {
 		return err
 	}
+	if err := cfg.validateACL(); err != nil {
+		return err
+	}
 	switch {
-	case a != "list" && a != "describe" && !sidecarActions[a] && cfg.Mirror == "":
+	case a != "list" && a != "describe" && !sidecarActions[a] && !aclActions[a] && cfg.Mirror == "":
 		return fmt.Errorf("--%s requires --mirror", a)
 	case a == "list" && cfg.Mirror != "":
 		return errors.New("--mirror is not valid with --list")
@@ -253,16 +341,94 @@ func (cfg *Config) Validate() error {
 		return errors.New("--mirror-config is only valid with --create")
 	case topicActions[a] && len(cfg.Topics) == 0:
 		return fmt.Errorf("--%s requires --topics", a)
-	case !topicActions[a] && len(cfg.Topics) > 0:
-		return fmt.Errorf("--topics is only valid with %s", flagList([]string{"start", "stop", "pause", "resume"}, "or"))
+	case !topicActions[a] && a != "describe" && len(cfg.Topics) > 0:
+		return fmt.Errorf("--topics is only valid with %s", flagList([]string{"start", "stop", "pause", "resume", "recover", "describe"}, "or"))
+	case a != "describe" && cfg.Failed:
+		return errors.New("--failed is only valid with --describe")
+	case a != "describe" && len(cfg.States) > 0:
+		return errors.New("--state is only valid with --describe")
+	case cfg.Failed && len(cfg.States) > 0:
+		return errors.New("--failed and --state cannot be combined: --failed shows the FAILED partitions")
 	case a != "start" && len(cfg.Exclude) > 0:
 		return errors.New("--exclude is only valid with --start")
 	case a != "start" && cfg.Reseed:
 		return errors.New("--reseed is only valid with --start: kafka-cluster-mirrors --start --reseed --topics <diverged topics> --mirror <mirror>")
 	case cfg.JSON && a != "describe" && a != "list":
 		return errors.New("--json is only valid with --describe or --list")
+	case cfg.JSON && cfg.Failed:
+		return errors.New("--failed is a table; with --json use --state FAILED")
+	case cfg.Wait && a != "start" && a != "resume":
+		return errors.New("--wait is only valid with --start or --resume")
+	case cfg.Wait && cfg.Reseed:
+		return errors.New("--wait is not valid with --reseed")
+	case cfg.Watch && a != "describe":
+		return errors.New("--watch is only valid with --describe")
+	case cfg.Watch && cfg.JSON:
+		return errors.New("--watch is a table; --json is not valid with it")
+	case cfg.timeoutFlag != "" && !cfg.Wait:
+		return errors.New("--timeout is only valid with --wait")
+	case cfg.intervalFlag != "" && !cfg.Wait && !cfg.Watch:
+		return errors.New("--interval is only valid with --wait or --watch")
+	}
+	var err error
+	if cfg.timeoutFlag != "" {
+		if cfg.Timeout, err = parseDuration("--timeout", cfg.timeoutFlag); err != nil {
+			return err
+		}
+	}
+	if cfg.intervalFlag != "" {
+		if cfg.Interval, err = parseDuration("--interval", cfg.intervalFlag); err != nil {
+			return err
+		}
+	}
+	for _, s := range cfg.States {
+		if _, ok := partstate.Parse(s); !ok {
+			return fmt.Errorf("--state %s is not a partition state (expected %s)", s, strings.Join(stateNames(), ", "))
+		}
+	}
+	if a == "describe" {
+		if _, err := compileTopicFilter(cfg.Topics); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// parseDuration reads a positive duration: milliseconds (as Kafka's tools
+// take them) or a Go duration such as 90s or 10m.
+func parseDuration(flag, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if ms, nerr := strconv.ParseInt(v, 10, 64); nerr == nil {
+		d, err = time.Duration(ms)*time.Millisecond, nil
+	}
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s %q is not a positive duration (milliseconds, or with a unit: 90s, 10m)", flag, v)
+	}
+	return d, nil
+}
+
+// stateNames returns the names of the partition states.
+func stateNames() []string {
+	out := make([]string, len(partstate.States))
+	for i, s := range partstate.States {
+		out[i] = s.String()
+	}
+	return out
+}
+
+// compileTopicFilter compiles --describe --topics: names or regexes, each
+// matched against the whole topic name, as the server does for the other
+// actions. No patterns: every topic.
+func compileTopicFilter(patterns []string) ([]*regexp.Regexp, error) {
+	out := make([]*regexp.Regexp, 0, len(patterns))
+	for _, p := range patterns {
+		re, err := regexp.Compile("^(?:" + p + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("--topics %q is not a valid regex: %v", p, err)
+		}
+		out = append(out, re)
+	}
+	return out, nil
 }
 
 // Load reads the property files named by the flags.
@@ -285,7 +451,7 @@ func (cfg *Config) Load() error {
 				cfg.RequestTimeout = time.Duration(ms) * time.Millisecond
 			}
 		}
-		if err := cfg.loadBrokerSecurity(props); err != nil { // bootstrap.go
+		if err := cfg.loadSecurity(props); err != nil {
 			return err
 		}
 	}
@@ -327,7 +493,8 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return fmt.Errorf("%w (see --help)", err)
 		},
-		Flags: []cli.Flag{
+		DisableSliceFlagSeparator: true, // a principal may hold commas (User:CN=a,O=b)
+		Flags: append(aclCLIFlags(),
 			&cli.StringFlag{Name: "add-config"},
 			&cli.StringFlag{Name: "add-config-file"},
 			&cli.BoolFlag{Name: "add-sidecar"},
@@ -343,7 +510,9 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.StringFlag{Name: "entity-name"},
 			&cli.StringFlag{Name: "entity-type"},
 			&cli.StringFlag{Name: "exclude"},
+			&cli.BoolFlag{Name: "failed"},
 			&cli.BoolFlag{Name: "help"},
+			&cli.StringFlag{Name: "interval"},
 			&cli.BoolFlag{Name: "json"},
 			&cli.BoolFlag{Name: "list"},
 			&cli.BoolFlag{Name: "list-sidecars"},
@@ -351,14 +520,19 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 			&cli.StringFlag{Name: "mirror-config"},
 			&cli.BoolFlag{Name: "pause"},
 			&cli.StringFlag{Name: "raft-address"},
+			&cli.BoolFlag{Name: "recover"},
 			&cli.BoolFlag{Name: "remove-sidecar"},
 			&cli.BoolFlag{Name: "reseed"},
 			&cli.BoolFlag{Name: "resume"},
 			&cli.BoolFlag{Name: "start"},
+			&cli.StringFlag{Name: "state"},
 			&cli.BoolFlag{Name: "stop"},
+			&cli.StringFlag{Name: "timeout"},
 			&cli.StringFlag{Name: "topics", Aliases: []string{"topic"}}, // --topic: the KIP's DR example
 			&cli.BoolFlag{Name: "version"},
-		},
+			&cli.BoolFlag{Name: "wait"},
+			&cli.BoolFlag{Name: "watch"},
+		),
 		Action: func(c *cli.Context) error {
 			// --help never gets here: urfave/cli prints the help template.
 			switch {
@@ -389,19 +563,93 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := 0
-	if err := newApp(stdout, stderr, &code).RunContext(ctx, args); err != nil {
+	app := newApp(stdout, stderr, &code)
+	args, err := expandPrefixes(args, app.Flags)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
+		if errors.Is(err, errSettings) {
+			return exitSettings
+		}
 		return 1
 	}
 	return code
 }
 
+// expandPrefixes rewrites abbreviated long options to their full names, as
+// Kafka's tools (joptsimple) accept them: --bootstrap is --bootstrap-server
+// when no other option starts with "bootstrap". An exact name always wins;
+// a prefix of several options is an error naming them; an unknown option is
+// left for the parser to refuse. It works from the flag definitions, so
+// every option added later is covered. args[0] is the program name; "--"
+// ends the options, and the value of an option that takes one is skipped.
+func expandPrefixes(args []string, flags []cli.Flag) ([]string, error) {
+	byName := map[string]cli.Flag{}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			byName[n] = f
+		}
+	}
+	takesValue := func(f cli.Flag) bool {
+		_, isBool := f.(*cli.BoolFlag)
+		return !isBool
+	}
+	out := slices.Clone(args)
+	for i := 1; i < len(out); i++ {
+		arg := out[i]
+		if arg == "--" {
+			break
+		}
+		dashes := len(arg) - len(strings.TrimLeft(arg, "-"))
+		if dashes == 0 || dashes > 2 || len(arg) == dashes {
+			continue // an argument, or a bare "-"
+		}
+		name, value, hasValue := strings.Cut(arg[dashes:], "=")
+		f, exact := byName[name]
+		if !exact {
+			var matches []string
+			seen := map[cli.Flag]bool{}
+			for _, fl := range flags {
+				for _, n := range fl.Names() {
+					if strings.HasPrefix(n, name) && !seen[fl] {
+						seen[fl] = true
+						matches = append(matches, fl.Names()[0])
+					}
+				}
+			}
+			switch len(matches) {
+			case 0:
+				continue
+			case 1:
+				f = byName[matches[0]]
+				out[i] = "--" + matches[0]
+				if hasValue {
+					out[i] += "=" + value
+				}
+			default:
+				slices.Sort(matches)
+				return nil, fmt.Errorf("option --%s is ambiguous: it could be %s (see --help)", name, flagList(matches, "or"))
+			}
+		}
+		if takesValue(f) && !hasValue {
+			i++ // its value, even if it starts with a dash
+		}
+	}
+	return out, nil
+}
+
 // connect dials the bootstrap servers in order and returns a client of the
 // sidecar the first one that connects is or leads to.
 func connect(ctx context.Context, cfg Config) (*protocol.Client, error) {
+	opts, err := cfg.clientOpts()
+	if err != nil {
+		return nil, err
+	}
 	var errs []string
 	for _, addr := range cfg.BootstrapServers {
-		cl, err := protocol.Dial(ctx, addr, protocol.DialTimeout(dialTimeout), protocol.ClientID(cfg.ClientID))
+		cl, err := protocol.Dial(ctx, addr, opts...)
 		if err == nil {
 			return resolveSidecar(ctx, cfg, addr, cl) // a broker's address leads to a sidecar (bootstrap.go)
 		}

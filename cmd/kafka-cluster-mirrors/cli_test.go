@@ -384,6 +384,7 @@ func TestDescribe(t *testing.T) {
 	unreachableResp := &protocol.DescribeClusterMirrorsResponse{Mirrors: []protocol.DescribedMirror{{
 		MirrorName: "my-mirror", Topics: []protocol.DescribedTopic{{TopicName: "orders", Partitions: []protocol.PartitionDetail{unreachable}}},
 	}}}
+	full.RetryAttempt, full.MaxRetryAttempts = 3, 20
 	everyField := &protocol.DescribeClusterMirrorsResponse{ThrottleTimeMs: 1, Mirrors: []protocol.DescribedMirror{{
 		MirrorName: "my-mirror", AuthorizedOperations: -2147483648,
 		Topics:          []protocol.DescribedTopic{{TopicName: "foo", Partitions: []protocol.PartitionDetail{full}}},
@@ -456,7 +457,10 @@ func TestDescribe(t *testing.T) {
               "ownerBrokerId": 2,
               "sourceUnreachableSinceMs": 1764637323000,
               "lagTimeMs": 61250,
-              "lastFetchTimestampMs": 1764637323000
+              "lastFetchTimestampMs": 1764637323000,
+              "retryAttempt": 3,
+              "maxRetryAttempts": 20,
+              "nonRetryable": false
             }
           ]
         }
@@ -482,6 +486,7 @@ func TestDescribe(t *testing.T) {
   ]
 }
 `,
+			wantCode: 3, // a FAILED partition
 		},
 		{
 			name: "describe json with empty lists",
@@ -557,13 +562,13 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "no action",
 			args:     []string{"--mirror", "m"},
-			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar or --list-sidecars\n",
+			wantErr:  "Error: exactly one action is required: --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --recover, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls or --remove-acl\n",
 			wantCode: 1,
 		},
 		{
 			name:     "two actions",
 			args:     []string{"--create", "--delete", "--mirror", "m"},
-			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --alter, --add-sidecar, --remove-sidecar and --list-sidecars\n",
+			wantErr:  "Error: exactly one action is allowed, got --create and --delete; the actions are --create, --delete, --describe, --list, --start, --stop, --pause, --resume, --recover, --alter, --add-sidecar, --remove-sidecar, --list-sidecars, --add-acl, --list-acls and --remove-acl\n",
 			wantCode: 1,
 		},
 		{
@@ -605,7 +610,7 @@ func TestFlagErrors(t *testing.T) {
 		{
 			name:     "--topics with --list",
 			args:     []string{"--list", "--topics", "a"},
-			wantErr:  "Error: --topics is only valid with --start, --stop, --pause or --resume\n",
+			wantErr:  "Error: --topics is only valid with --start, --stop, --pause, --resume, --recover or --describe\n",
 			wantCode: 1,
 		},
 		{
@@ -690,17 +695,22 @@ func TestBootstrapServers(t *testing.T) {
 		t.Errorf("all servers down: %d %q", code, errOut)
 	}
 
-	// The security settings are for brokers (bootstrap.go): a sidecar's
-	// admin endpoint is PLAINTEXT and is reached as one.
-	ssl := writeFile(t, "ssl.properties", "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"+
-		"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"secret-pw\";\n")
-	if _, errOut, code = runCLI(t, "--bootstrap-server", addr, "--command-config", ssl, "--list"); code != 0 {
-		t.Errorf("SASL_SSL command-config against a sidecar: %d %q", code, errOut)
+	// Settings that are refused at validation exit with 2, naming the key,
+	// and never connect.
+	before := len(h.requests())
+	for _, tc := range []struct{ file, want string }{
+		{"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.jaas.config=x\n", "config: sasl.mechanism: \"GSSAPI\" (Kerberos) is not supported"},
+		{"security.protocol=SSL\nssl.cipher.suites=TLS_AES_128_GCM_SHA256\n", "line 2: ssl.cipher.suites is not a client security setting kafka-cluster-mirrors supports"},
+		{"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "config: sasl.jaas.config: is missing"},
+		{"security.protocol=TLS\n", "config: security.protocol: \"TLS\" is not supported"},
+	} {
+		cc := writeFile(t, "refused.properties", tc.file)
+		_, errOut, code := runCLI(t, "--bootstrap-server", addr, "--command-config", cc, "--list")
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "hunter2") {
+			t.Errorf("--command-config %q: exit %d, %q; want 2 and %q", tc.file, code, errOut, tc.want)
+		}
 	}
-	bad := writeFile(t, "bad.properties", "security.protocol=KERBEROS\n")
-	_, errOut, code = runCLI(t, "--bootstrap-server", addr, "--command-config", bad, "--list")
-	want := "Error: --command-config " + bad + ": config: security.protocol: \"KERBEROS\" is not supported (expected "
-	if code != 1 || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
-		t.Errorf("unsupported security.protocol: %d %q, want prefix %q", code, errOut, want)
+	if n := len(h.requests()); n != before {
+		t.Errorf("refused settings still sent %d requests", n-before)
 	}
 }

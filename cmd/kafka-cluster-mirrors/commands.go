@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sidemirror/sidemirror/internal/partstate"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/protocol"
 )
@@ -24,6 +26,19 @@ type client interface {
 // stderr): exit 1 without another message.
 var errReported = errors.New("failures reported")
 
+// errFailedPartitions means describe succeeded and showed FAILED
+// partitions: exit exitFailedPartitions without another message.
+var errFailedPartitions = errors.New("FAILED partitions described")
+
+// Exit codes (docs/operations.md, "Exit codes").
+const (
+	exitOK               = 0
+	exitError            = 1 // usage, connection, Kafka error codes
+	exitSettings         = 2 // --command-config settings refused at validation (security.go)
+	exitFailedPartitions = 3 // --describe showed FAILED partitions, or --wait met one
+	exitWaitTimedOut     = 4 // --wait gave up (--timeout)
+)
+
 // execute runs cfg's action with cl, prints its outcome and returns the exit
 // code.
 func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, stderr io.Writer) int {
@@ -31,6 +46,7 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 	if cfg.Reseed {
 		timeout = max(timeout, reseedRequestTimeout)
 	}
+	parent := ctx // --wait and --watch outlast one request
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error
@@ -42,9 +58,17 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 	case "list":
 		err = listMirrors(ctx, cl, cfg.JSON, stdout)
 	case "describe":
-		err = describeMirrors(ctx, cl, cfg.Mirror, cfg.JSON, stdout, stderr)
-	case "start", "stop", "pause", "resume":
-		err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, cfg.Reseed, stdout, stderr)
+		if cfg.Watch {
+			err = watchMirrors(parent, cl, cfg, stdout, stderr)
+		} else {
+			err = describeMirrors(ctx, cl, cfg, stdout, stderr)
+		}
+	case "start", "stop", "pause", "resume", "recover":
+		var done []string
+		done, err = changeTopics(ctx, cl, cfg.Action, cfg.Mirror, cfg.Topics, cfg.Exclude, cfg.Reseed, stdout, stderr)
+		if err == nil && cfg.Wait {
+			err = waitCaughtUp(parent, cl, cfg, done, stdout, stderr)
+		}
 	case "alter":
 		err = alterMirror(ctx, cl, cfg.Mirror, cfg.AddConfig, cfg.DeleteConfig, stdout)
 	case "add-sidecar":
@@ -53,17 +77,28 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 		err = removeSidecar(ctx, cl, dial, int32(cfg.BrokerID), stdout)
 	case "list-sidecars":
 		err = listSidecars(ctx, cl, stdout)
+	case "add-acl":
+		err = addACLs(ctx, cl, cfg.ACL, stdout)
+	case "list-acls":
+		err = listACLs(ctx, cl, cfg.ACL, stdout)
+	case "remove-acl":
+		err = removeACLs(ctx, cl, cfg.ACL, stdout)
 	default:
 		err = fmt.Errorf("unknown action %q", cfg.Action)
 	}
 	switch {
 	case err == nil:
-		return 0
+		return exitOK
+	case errors.Is(err, errFailedPartitions):
+		return exitFailedPartitions
+	case errors.Is(err, errWaitTimedOut):
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return exitWaitTimedOut
 	case errors.Is(err, errReported):
-		return 1
+		return exitError
 	default:
 		fmt.Fprintf(stderr, "Error: %v\n", err)
-		return 1
+		return exitError
 	}
 }
 
@@ -191,24 +226,107 @@ func sortDescribed(mirrors []protocol.DescribedMirror) {
 	}
 }
 
-// describeMirrors sends DescribeClusterMirrors (for one mirror, or all) and
-// prints a row per partition, with an indented error line under partitions
-// that have a last error, or everything as JSON. Mirror-level errors are
-// printed to errOut and make the command fail.
-func describeMirrors(ctx context.Context, cl client, mirror string, asJSON bool, out, errOut io.Writer) error {
-	req := &protocol.DescribeClusterMirrorsRequest{}
-	if mirror != "" {
-		req.MirrorNames = []string{mirror}
+// describeFilter selects the partitions --describe shows: --topics (names
+// or regexes, whole names) and --state (or --failed: FAILED).
+type describeFilter struct {
+	topics []*regexp.Regexp
+	states []string
+}
+
+func newDescribeFilter(cfg Config) (describeFilter, error) {
+	topics, err := compileTopicFilter(cfg.Topics)
+	if err != nil {
+		return describeFilter{}, err
 	}
-	resp, err := do[*protocol.DescribeClusterMirrorsResponse](ctx, cl, req)
+	f := describeFilter{topics: topics, states: cfg.States}
+	if cfg.Failed {
+		f.states = []string{partstate.Failed.String()}
+	}
+	return f, nil
+}
+
+func (f describeFilter) topic(name string) bool {
+	if len(f.topics) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(f.topics, func(re *regexp.Regexp) bool { return re.MatchString(name) })
+}
+
+func (f describeFilter) state(name string) bool {
+	return len(f.states) == 0 || slices.Contains(f.states, strings.ToUpper(name))
+}
+
+// apply drops the topics and partitions the filter does not select; a
+// topic left without partitions goes too, when the filter selects by
+// state. Mirrors stay, with their errors.
+func (f describeFilter) apply(mirrors []protocol.DescribedMirror) {
+	for i := range mirrors {
+		m := &mirrors[i]
+		m.Topics = slices.DeleteFunc(m.Topics, func(t protocol.DescribedTopic) bool { return !f.topic(t.TopicName) })
+		if len(f.states) == 0 {
+			continue
+		}
+		for j := range m.Topics {
+			m.Topics[j].Partitions = slices.DeleteFunc(m.Topics[j].Partitions, func(p protocol.PartitionDetail) bool { return !f.state(p.State) })
+		}
+		m.Topics = slices.DeleteFunc(m.Topics, func(t protocol.DescribedTopic) bool { return len(t.Partitions) == 0 })
+	}
+}
+
+// retryColumn is --describe --failed's RETRY: NonRetryable for a failure
+// that is never retried automatically, else retries made/most allowed.
+func retryColumn(p protocol.PartitionDetail) string {
+	switch {
+	case p.NonRetryable:
+		return "NonRetryable"
+	case p.MaxRetryAttempts >= 0:
+		return fmt.Sprintf("%d/%d", p.RetryAttempt, p.MaxRetryAttempts)
+	}
+	return "-"
+}
+
+// describeMirrors sends DescribeClusterMirrors (for one mirror, or all) and
+// prints a row per partition that cfg's filters select, with an indented
+// error line under partitions that have a last error (with --failed: the
+// RETRY and ERROR columns instead), or everything as JSON. Mirror-level
+// errors are printed to errOut and make the command fail; otherwise FAILED
+// partitions among those shown give errFailedPartitions.
+func describeMirrors(ctx context.Context, cl client, cfg Config, out, errOut io.Writer) error {
+	resp, err := fetchDescribe(ctx, cl, cfg)
 	if err != nil {
 		return err
 	}
+	return printDescribe(resp, cfg, out, errOut)
+}
+
+// fetchDescribe sends DescribeClusterMirrors for cfg's mirror (or all) and
+// returns the answer sorted and filtered by cfg.
+func fetchDescribe(ctx context.Context, cl client, cfg Config) (*protocol.DescribeClusterMirrorsResponse, error) {
+	filter, err := newDescribeFilter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req := &protocol.DescribeClusterMirrorsRequest{}
+	if cfg.Mirror != "" {
+		req.MirrorNames = []string{cfg.Mirror}
+	}
+	resp, err := do[*protocol.DescribeClusterMirrorsResponse](ctx, cl, req)
+	if err != nil {
+		return nil, err
+	}
 	if err := protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
-		return err
+		return nil, err
 	}
 	sortDescribed(resp.Mirrors)
-	if asJSON {
+	filter.apply(resp.Mirrors)
+	return resp, nil
+}
+
+// printDescribe prints a describe answer as describeMirrors does and
+// returns its outcome.
+func printDescribe(resp *protocol.DescribeClusterMirrorsResponse, cfg Config, out, errOut io.Writer) error {
+	switch {
+	case cfg.JSON:
 		resp.Mirrors = nonNil(resp.Mirrors)
 		for i := range resp.Mirrors {
 			m := &resp.Mirrors[i]
@@ -220,7 +338,18 @@ func describeMirrors(ctx context.Context, cl client, mirror string, asJSON bool,
 		if err := writeJSON(out, resp); err != nil {
 			return err
 		}
-	} else {
+	case cfg.Failed:
+		const row = "%-30s %-40s %-10s %-15s %-18s %-8s %-15s %-13s %s\n"
+		fmt.Fprintf(out, row, "MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE", "RETRY", "ERROR")
+		for _, m := range resp.Mirrors {
+			for _, t := range m.Topics {
+				for _, p := range t.Partitions {
+					fmt.Fprintf(out, row, m.MirrorName, t.TopicName, strconv.Itoa(int(p.PartitionIndex)),
+						num(p.SourceOffset), num(p.DestinationOffset), num(p.Lag), orDash(p.State), retryColumn(p), orDash(oneLine(deref(p.LastError))))
+				}
+			}
+		}
+	default:
 		const row = "%-30s %-40s %-10s %-15s %-18s %-8s %s\n"
 		fmt.Fprintf(out, row, "MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE")
 		for _, m := range resp.Mirrors {
@@ -235,17 +364,33 @@ func describeMirrors(ctx context.Context, cl client, mirror string, asJSON bool,
 			}
 		}
 	}
-	failed := false
+	failed, mirrorErr := false, false
 	for _, m := range resp.Mirrors {
 		if err := protocol.ErrorFor(m.ErrorCode, m.ErrorMessage); err != nil {
 			fmt.Fprintf(errOut, "Error for mirror %s: %v\n", m.MirrorName, err)
-			failed = true
+			mirrorErr = true
+		}
+		for _, t := range m.Topics {
+			failed = failed || slices.ContainsFunc(t.Partitions, func(p protocol.PartitionDetail) bool {
+				return p.State == partstate.Failed.String()
+			})
 		}
 	}
-	if failed {
+	switch {
+	case mirrorErr:
 		return errReported
+	case failed:
+		return errFailedPartitions
 	}
 	return nil
+}
+
+// deref returns *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // oneLine keeps a server message on one output line.
@@ -291,6 +436,15 @@ var topicActionsByName = map[string]topicAction{
 		},
 		done: "Resumed mirroring for %d topic(s) in mirror %s: [%s]\n",
 	},
+	"recover": {
+		// The FAILED partitions of --topics restart, with new automatic
+		// retries; topics matched by a regex with no FAILED partition are
+		// left alone.
+		request: func(mirror string, topics, _ []string, _ bool) protocol.Request {
+			return &protocol.RecoverMirrorTopicsRequest{MirrorName: mirror, TopicPatterns: topics}
+		},
+		done: "Recovered %d mirror topic(s) in mirror %s: [%s]\n",
+	},
 }
 
 // topicsOutcome returns the per-topic results and the top-level error of a
@@ -304,6 +458,8 @@ func topicsOutcome(resp protocol.Response) ([]protocol.MirrorTopicResult, error)
 	case *protocol.PauseMirrorTopicsResponse:
 		return r.Topics, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage)
 	case *protocol.ResumeMirrorTopicsResponse:
+		return r.Topics, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage)
+	case *protocol.RecoverMirrorTopicsResponse:
 		return r.Topics, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage)
 	}
 	return nil, fmt.Errorf("unexpected %T response", resp)
@@ -320,25 +476,26 @@ func printReseeded(out io.Writer, topics []protocol.ReseededTopic) {
 	}
 }
 
-// changeTopics starts, stops, pauses or resumes the topics matching topics
-// (names or regexes, expanded by the server). It prints the topics that
-// succeeded in the server's order, then one line per failed topic to errOut.
-func changeTopics(ctx context.Context, cl client, action, mirror string, topics, exclude []string, reseed bool, out, errOut io.Writer) error {
+// changeTopics starts, stops, pauses, resumes or recovers the topics
+// matching topics (names or regexes, expanded by the server). It prints the
+// topics that succeeded in the server's order, then one line per failed
+// topic to errOut, and returns the topics that succeeded.
+func changeTopics(ctx context.Context, cl client, action, mirror string, topics, exclude []string, reseed bool, out, errOut io.Writer) ([]string, error) {
 	ta, ok := topicActionsByName[action]
 	if !ok {
-		return fmt.Errorf("unknown action %q", action)
+		return nil, fmt.Errorf("unknown action %q", action)
 	}
 	req := ta.request(mirror, topics, exclude, reseed)
 	resp, err := cl.Do(ctx, req)
 	if err != nil {
-		return fmt.Errorf("%s request failed: %w", protocol.KeyName(req.Key()), err)
+		return nil, fmt.Errorf("%s request failed: %w", protocol.KeyName(req.Key()), err)
 	}
 	if r, ok := resp.(*protocol.StartMirrorTopicsResponse); ok {
 		printReseeded(out, r.Reseeded)
 	}
 	results, topErr := topicsOutcome(resp)
 	if topErr != nil {
-		return topErr
+		return nil, topErr
 	}
 	var done []string
 	var failed []protocol.MirrorTopicResult
@@ -361,7 +518,7 @@ func changeTopics(ctx context.Context, cl client, action, mirror string, topics,
 		fmt.Fprintf(errOut, "Error for topic %s: %v\n", r.Name, protocol.ErrorFor(r.ErrorCode, r.ErrorMessage))
 	}
 	if len(failed) > 0 {
-		return errReported
+		return done, errReported
 	}
-	return nil
+	return done, nil
 }

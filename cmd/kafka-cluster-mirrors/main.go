@@ -7,11 +7,18 @@
 //	kafka-cluster-mirrors --bootstrap-server :9191 --describe [--mirror my-mirror] [--json]
 //	kafka-cluster-mirrors --bootstrap-server :9191 --alter --mirror my-mirror --add-config 'bootstrap.servers=src:9092'
 //	kafka-cluster-mirrors --bootstrap-server :9191 --list-sidecars
+//	kafka-cluster-mirrors --bootstrap-server :9191 --command-config admin.properties --add-acl --cluster-mirror my-mirror --operation Alter --allow-principal User:mirror-admin
 //
 // main stays thin (main.go): cli.go parses the flags into a Config and
 // validates it, commands.go runs one action against a client and prints its
-// outcome, admin.go --alter and the actions on the sidecars' raft group. Exit codes: 0
-// on success, 1 on any error (usage, connection, Kafka error codes).
+// outcome, wait.go --start/--resume --wait and --describe --watch, admin.go
+// --alter and the actions on the sidecars' raft group, acls.go the ACL
+// actions (kafka-acls.sh --cluster-mirror), security.go the client security
+// of --command-config. Exit codes (docs/operations.md): 0 on success, 1 on
+// any other error (usage, connection, Kafka error codes), 2 for
+// --command-config settings refused at validation (unsupported or invalid
+// security settings), 3 when --describe shows FAILED partitions or --wait
+// meets one, 4 when --wait times out.
 //
 // bootstrap.go resolves a --bootstrap-server that is a broker of the
 // destination cluster (as in the KIP's examples) to a sidecar, through the

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/sidemirror/sidemirror/internal/acl"
 )
 
 // CommandType is the first byte of an encoded command. Values are stable:
@@ -33,6 +35,8 @@ const (
 	CmdRecordSyncedACLs    CommandType = 17
 	CmdReadBarrier         CommandType = 18
 	CmdSetDiverged         CommandType = 19
+	CmdCreateAdminACLs     CommandType = 20
+	CmdDeleteAdminACLs     CommandType = 21
 )
 
 func (t CommandType) String() string {
@@ -86,6 +90,8 @@ var codecs = map[CommandType]codec{
 	CmdRecordSyncedACLs:    {"RecordSyncedACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[RecordSyncedACLs]}},
 	CmdReadBarrier:         {"ReadBarrier", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[ReadBarrier]}},
 	CmdSetDiverged:         {"SetDiverged", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetDiverged]}},
+	CmdCreateAdminACLs:     {"CreateAdminACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[CreateAdminACLs]}},
+	CmdDeleteAdminACLs:     {"DeleteAdminACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[DeleteAdminACLs]}},
 }
 
 // EncodeCommand encodes c: byte 0 is the command type, byte 1 the command
@@ -157,6 +163,9 @@ type Result struct {
 	// not applied through raft. A follower that forwarded the command waits
 	// until its own FSM reached Index, so that it reads its own writes.
 	Index uint64 `json:"index,omitempty"`
+	// DeletedACLs holds, for DeleteAdminACLs, the bindings each filter
+	// deleted, in filter order.
+	DeletedACLs [][]acl.Binding `json:"deletedAcls,omitempty"`
 }
 
 // TopicResult is the outcome of a command for one topic.

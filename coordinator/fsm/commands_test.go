@@ -9,7 +9,10 @@ import (
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/coordinator/fsm/fsmtest"
+	"github.com/sidemirror/sidemirror/internal/acl"
 )
+
+func strPtr(s string) *string { return &s }
 
 // allCommands has one filled-in command of every type.
 func allCommands() []fsm.Command {
@@ -37,6 +40,10 @@ func allCommands() []fsm.Command {
 		fsm.RecordSyncedACLs{Mirror: "m", ACLs: []fsm.ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}}},
 		fsm.ReadBarrier{},
 		fsm.SetDiverged{Mirror: "m", Topic: "t", Diverged: []fsm.Divergence{{Partition: 2, Offset: 7, Extra: 3}}, NowMs: 23},
+		fsm.CreateAdminACLs{ACLs: []acl.Binding{{ResourceType: acl.ResourceClusterMirror, ResourceName: "m", PatternType: acl.PatternLiteral,
+			Principal: "User:mirror-admin", Host: "*", Operation: acl.OpAlter, Permission: acl.PermissionAllow}}},
+		fsm.DeleteAdminACLs{Filters: []acl.Filter{{ResourceType: acl.ResourceClusterMirror, ResourceName: strPtr("m"), PatternType: acl.PatternLiteral,
+			Principal: strPtr("User:mirror-admin"), Host: strPtr("*"), Operation: acl.OpAlter, Permission: acl.PermissionAllow}}},
 	}
 }
 

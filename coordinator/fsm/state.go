@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sidemirror/sidemirror/internal/acl"
 	"github.com/sidemirror/sidemirror/internal/partstate"
 )
 
@@ -23,6 +24,11 @@ type State struct {
 	// mirror topic (a topic stopped or deleted meanwhile is still restored).
 	// nil when empty; omitted from snapshots then.
 	MovedPartitions map[string]map[int32][]int32 `json:"movedPartitions,omitempty"`
+	// AdminACLs are the ACLs of the admin endpoint (DESIGN D15): bindings
+	// on KIP-1279's CLUSTER_MIRROR resources and on the CLUSTER (raft
+	// membership), in the order they were created, without duplicates. nil
+	// when empty; omitted from snapshots then.
+	AdminACLs []acl.Binding `json:"adminAcls,omitempty"`
 }
 
 // Mirror is one cluster mirror (KIP-1279 §1.1).
@@ -243,6 +249,7 @@ func (s *State) Clone() *State {
 			c.MovedPartitions[topic] = cp
 		}
 	}
+	c.AdminACLs = slices.Clone(s.AdminACLs)
 	return c
 }
 

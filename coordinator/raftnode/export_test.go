@@ -18,3 +18,6 @@ func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 func (n *Node) ResolveLost(ctx context.Context, index uint64, cmd []byte) (fsm.Result, error) {
 	return n.resolveLost(ctx, index, cmd)
 }
+
+// Term is raft's current term as this node sees it.
+func (n *Node) Term() uint64 { return n.raft.CurrentTerm() }

@@ -295,8 +295,8 @@ func TestFailbackWithDivergence(t *testing.T) {
 
 	// Describe shows every diverged partition FAILED with its divergence.
 	desc := cliAt(t, g.AdminBootstrap(), "--describe", "--mirror", mirror)
-	if desc.code != 0 {
-		t.Fatalf("describe: exit %d: %s", desc.code, desc.stderr)
+	if desc.code != 2 {
+		t.Fatalf("describe of FAILED partitions: exit %d, want 2: %s", desc.code, desc.stderr)
 	}
 	for _, p := range diverged {
 		reason := fmt.Sprintf("error: partition %d diverged at offset %d: this cluster has %d records", p, common[p], a[p]-common[p])

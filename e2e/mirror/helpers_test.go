@@ -92,18 +92,37 @@ func createMirror(t *testing.T, name string) {
 	}
 }
 
-// describe returns the --describe --json output of one mirror.
+// describe returns the --describe --json output of one mirror. The exit
+// code must be 2 when a partition is FAILED, else 0.
 func describe(t *testing.T, mirror string) protocol.DescribedMirror {
 	t.Helper()
-	out := mustCLI(t, "--describe", "--mirror", mirror, "--json")
+	r := cli(t, "--describe", "--mirror", mirror, "--json")
 	var resp protocol.DescribeClusterMirrorsResponse
-	if err := json.Unmarshal([]byte(out), &resp); err != nil {
-		t.Fatalf("describe --json printed unparsable output: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
+		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 	}
 	if len(resp.Mirrors) != 1 || resp.Mirrors[0].MirrorName != mirror {
-		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), out)
+		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.stdout)
+	}
+	if want := describeExitCode(resp.Mirrors); r.code != want {
+		t.Fatalf("describe of %s: exit %d, want %d\nstdout: %s\nstderr: %s", mirror, r.code, want, r.stdout, r.stderr)
 	}
 	return resp.Mirrors[0]
+}
+
+// describeExitCode is the exit code --describe gives for mirrors without
+// mirror-level errors: 3 with a FAILED partition, else 0.
+func describeExitCode(mirrors []protocol.DescribedMirror) int {
+	for _, m := range mirrors {
+		for _, tp := range m.Topics {
+			for _, pd := range tp.Partitions {
+				if pd.State == "FAILED" {
+					return 3
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // newClient returns a franz-go client for c as u, closed at test end.

@@ -364,7 +364,9 @@ func kcatValues(t *testing.T, c *testbed.Cluster, topic string, p int32, extra .
 // transaction timeout of 5 s and keeps a source transaction open longer:
 // the destination aborts the replayed transaction on its own, and when the
 // source commits, the partition goes FAILED naming that, instead of
-// writing anything at the wrong offset.
+// writing anything at the wrong offset. It is never retried automatically:
+// --describe --failed shows it NonRetryable and exits 3, and --recover
+// brings it back to MIRRORING.
 func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic = "txn-timeout", "txn-timeout"
@@ -405,15 +407,49 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 		t.Fatalf("destination markers %v, want only the destination's own ABORT at offset 10", m)
 	}
 	// No automatic retry: it would resume past the marker it cannot
-	// repair. The first one would come 10 s after the owner saw the
-	// failure, at most one reconcile pass (2 s) after describe showed it:
-	// wait until every sidecar reconciled after that.
-	waitReconciledAfter(t, failedAt.Add(10*time.Second+2*time.Second))
+	// repair. The first one would come 100 ms after the owner saw the
+	// failure (mirror.partition.retry.backoff.ms), which is at most one
+	// reconcile pass (2 s) after describe showed it: wait until every
+	// sidecar reconciled after that.
+	waitReconciledAfter(t, failedAt.Add(100*time.Millisecond+2*time.Second))
 	for _, tp := range describe(t, mirror).Topics {
 		for _, pd := range tp.Partitions {
-			if pd.State != "FAILED" {
-				t.Fatalf("%s-%d is %s after the automatic retry backoff, want FAILED until an operator restarts it", topic, pd.PartitionIndex, pd.State)
+			if pd.State != "FAILED" || !pd.NonRetryable || pd.RetryAttempt != 0 {
+				t.Fatalf("%s-%d is %s (non-retryable %v, %d retries) after the automatic retry backoff, want FAILED, non-retryable, never retried",
+					topic, pd.PartitionIndex, pd.State, pd.NonRetryable, pd.RetryAttempt)
 			}
 		}
+	}
+
+	// --describe --failed shows it with RETRY NonRetryable and the reason
+	// as columns, and exits 3.
+	r := cli(t, "--describe", "--failed", "--mirror", mirror)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 3 || len(lines) != 2 || !strings.HasSuffix(lines[0], " STATE           RETRY         ERROR") {
+		t.Fatalf("--describe --failed: exit %d, want 2 and a header and one row:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if f := strings.Fields(lines[1]); len(f) < 9 || f[0] != mirror || f[1] != topic || f[2] != "0" || f[6] != "FAILED" || f[7] != "NonRetryable" ||
+		!strings.Contains(lines[1], "aborted or fenced") {
+		t.Fatalf("--describe --failed row %q: want partition 0 FAILED, NonRetryable, with the reason", lines[1])
+	}
+	t.Logf("--describe --failed:\n%s", r.stdout)
+
+	// --recover restarts it (the operator accepts the aborted records); it
+	// mirrors again, and --describe --failed is empty and exits 0.
+	if out, want := mustCLI(t, "--recover", "--topics", topic, "--mirror", mirror), "Recovered 1 mirror topic(s) in mirror "+mirror+": ["+topic+"]\n"; out != want {
+		t.Fatalf("--recover printed %q, want %q", out, want)
+	}
+	wait.For(t, time.Minute, "the recovered partition to mirror again", func() bool {
+		for _, tp := range describe(t, mirror).Topics {
+			for _, pd := range tp.Partitions {
+				if pd.State != "MIRRORING" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if r := cli(t, "--describe", "--failed", "--mirror", mirror); r.code != 0 || strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("--describe --failed after --recover: exit %d, want 0 and only the header:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -74,20 +74,20 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 		t.Fatalf("partition 1: destination ends at %d, source at %d, want 150", dst[1], src[1])
 	}
 	// The table shows the reason under the FAILED row.
-	out := mustCLI(t, "--describe", "--mirror", mirror)
-	if !strings.Contains(out, "FAILED") || !strings.Contains(out, "error: ") {
-		t.Fatalf("describe does not show the failure:\n%s", out)
+	r := cli(t, "--describe", "--mirror", mirror)
+	if r.code != 3 || !strings.Contains(r.stdout, "FAILED") || !strings.Contains(r.stdout, "error: ") {
+		t.Fatalf("describe does not show the failure (exit %d, want 2):\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// --start on a topic with a FAILED partition restarts it (the manual
 	// recovery); on a topic that mirrors fine it is refused.
-	out = mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	out := mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
 	if want := "Started 1 mirror topic(s) in mirror unsup: [unsup]\n"; out != want {
 		t.Fatalf("restart printed %q, want %q", out, want)
 	}
 	createSourceTopic(t, "unsup-ok", 1, nil)
 	mustCLI(t, "--start", "--topics", "unsup-ok", "--mirror", mirror)
-	r := cli(t, "--start", "--topics", "unsup-ok", "--mirror", mirror)
+	r = cli(t, "--start", "--topics", "unsup-ok", "--mirror", mirror)
 	if r.code == 0 || !strings.Contains(r.stderr, "already active") {
 		t.Fatalf("starting a mirroring topic again: exit %d, stderr %q; want a refusal saying it is already active", r.code, r.stderr)
 	}

@@ -107,13 +107,24 @@ func createMirror(t *testing.T, bootstrap, name string) {
 // the sidecar(s) at bootstrap.
 func describeAt(t *testing.T, bootstrap, mirror string) protocol.DescribedMirror {
 	t.Helper()
-	out := mustCLIAt(t, bootstrap, "--describe", "--mirror", mirror, "--json")
+	r := cliAt(t, bootstrap, "--describe", "--mirror", mirror, "--json")
 	var resp protocol.DescribeClusterMirrorsResponse
-	if err := json.Unmarshal([]byte(out), &resp); err != nil {
-		t.Fatalf("describe --json printed unparsable output: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
+		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 	}
 	if len(resp.Mirrors) != 1 || resp.Mirrors[0].MirrorName != mirror {
-		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), out)
+		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.stdout)
+	}
+	want := 0 // 2 with a FAILED partition
+	for _, tp := range resp.Mirrors[0].Topics {
+		for _, pd := range tp.Partitions {
+			if pd.State == "FAILED" {
+				want = 2
+			}
+		}
+	}
+	if r.code != want {
+		t.Fatalf("describe of %s: exit %d, want %d\nstdout: %s\nstderr: %s", mirror, r.code, want, r.stdout, r.stderr)
 	}
 	return resp.Mirrors[0]
 }

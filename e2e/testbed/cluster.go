@@ -32,6 +32,10 @@ type ClusterOptions struct {
 	// SASL makes the client listener SASL_PLAINTEXT with the PLAIN users of
 	// Users; otherwise it is PLAINTEXT.
 	SASL bool
+	// SCRAMUsers (with SASL) also enables SCRAM-SHA-512 on the client
+	// listener, with these users created when the nodes are formatted
+	// (kafka-storage format --add-scram), beside the PLAIN users.
+	SCRAMUsers []User
 	// Authorizer enables StandardAuthorizer with allow.everyone.if.no.acl.found
 	// (true unless BrokerConfig says otherwise; sidecars beside the cluster
 	// get readonly.allow.everyone.if.no.acl.found stated to match, as Kafka
@@ -385,6 +389,14 @@ func (n *Node) writeConfig() error {
 		if n.proxy != nil {
 			props["listener.name.remote.plain.sasl.jaas.config"] = jaas.String()
 		}
+		if len(c.opts.SCRAMUsers) > 0 {
+			const scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+			props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-512"
+			props["listener.name.broker.scram-sha-512.sasl.jaas.config"] = scram
+			if n.proxy != nil {
+				props["listener.name.remote.scram-sha-512.sasl.jaas.config"] = scram
+			}
+		}
 	}
 	if c.opts.Authorizer {
 		props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -409,6 +421,11 @@ func (n *Node) format(ctx context.Context) error {
 		"-Dlog4j2.configurationFile=" + filepath.Join(n.cluster.dir, "log4j2.properties"),
 		"-cp", n.cluster.dist.Classpath(), "kafka.tools.StorageTool",
 		"format", "-t", n.cluster.id, "-c", n.configPath()}
+	if n.cluster.opts.SASL {
+		for _, u := range n.cluster.opts.SCRAMUsers {
+			args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u.Name, u.Password))
+		}
+	}
 	cmd := exec.CommandContext(ctx, java, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()

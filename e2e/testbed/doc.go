@@ -6,7 +6,9 @@
 // StartCluster formats and starts KRaft clusters of combined broker and
 // controller nodes, waits until every node serves metadata, and gives
 // per-node Stop, Start, Kill, Freeze and Thaw for fault tests; StartSidecars
-// runs one sidemirror sidecar beside each destination node. Each process's
+// runs one sidemirror sidecar beside each destination node; StartMirrorMaker
+// runs Kafka's MirrorMaker 2 (dedicated mode, its jars resolved the same way
+// by ResolveMirrorMaker) for the comparisons of e2e/failover and e2e/cmd/bench. Each process's
 // output goes to a log file whose tail a failing test prints.
 //
 // # Two beds
@@ -53,9 +55,11 @@
 //	cluster.go  Cluster and Node: formatting, configuring and running KRaft nodes
 //	sidecar.go  SidecarGroup and Sidecar: building and running the sidemirror daemons
 //	kafka.go    resolving Kafka's jars with Maven into the cache
+//	mm2dist.go  resolving MirrorMaker 2's jars (connect-mirror, connect-runtime) the same way
+//	mm2.go      MirrorMaker: a dedicated-mode MirrorMaker 2 JVM and its mm2.properties
 //	process.go  starting processes that die with the test process; KillAll
 //	clients.go  franz-go options, client properties and kcat arguments per cluster
-//	measure.go  end offsets, sidecar CPU, summed metrics and peak RSS
+//	measure.go  end offsets, CPU of sidecars, nodes and processes, summed metrics, peak RSS
 //	netns.go    Network and Host: the bridge, the namespaces, stale-run cleanup
 //	reaper.go   the process that removes a crashed run's network
 //	faults.go   network faults of the multi-host bed, Node.Freeze and Thaw, source faults of an Env

@@ -39,20 +39,45 @@ func (c *Cluster) EndOffsets(ctx context.Context, topic string) (map[int32]int64
 func (g *SidecarGroup) CPUSeconds() float64 {
 	var total float64
 	for _, s := range g.sidecars {
-		pid := s.PID()
-		if pid == 0 {
-			continue
-		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
-		utime, _ := strconv.ParseFloat(f[11], 64)
-		stime, _ := strconv.ParseFloat(f[12], 64)
-		total += (utime + stime) / 100 // USER_HZ
+		total += ProcessCPUSeconds(s.PID())
 	}
 	return total
+}
+
+// CPUSeconds returns the CPU seconds (user + system) the cluster's running
+// nodes have used, from /proc.
+func (c *Cluster) CPUSeconds() float64 {
+	var total float64
+	for _, n := range c.nodes {
+		total += ProcessCPUSeconds(n.PID())
+	}
+	return total
+}
+
+// ProcessCPUSeconds returns the CPU seconds (user + system) process pid has
+// used, 0 if it does not run.
+func ProcessCPUSeconds(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+2:])
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// ResetPeakRSS sets process pid's peak resident set size (VmHWM) back to
+// its current resident size (Linux's clear_refs), so that PeakRSS measures
+// from now on. It reports whether the kernel allowed it.
+func ResetPeakRSS(pid int) bool {
+	if pid == 0 {
+		return false
+	}
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
 }
 
 // SumMetric sums the samples of the metric name labelled with mirror over
@@ -77,8 +102,11 @@ func (g *SidecarGroup) SumMetric(ctx context.Context, name, mirror string) (floa
 
 // PeakRSS returns the sidecar process's peak resident set size in bytes
 // (VmHWM), 0 if it does not run.
-func (s *Sidecar) PeakRSS() int64 {
-	pid := s.PID()
+func (s *Sidecar) PeakRSS() int64 { return ProcessPeakRSS(s.PID()) }
+
+// ProcessPeakRSS returns process pid's peak resident set size in bytes
+// (VmHWM), 0 if it does not run.
+func ProcessPeakRSS(pid int) int64 {
 	if pid == 0 {
 		return 0
 	}

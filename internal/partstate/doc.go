@@ -24,7 +24,7 @@ import (
 
 // operation names an operator event as the CLI spells it.
 var operation = map[Event]string{
-	Start: "`--start`", Restart: "`--start` of an active topic (restart)", Pause: "`--pause`", Resume: "`--resume`", Stop: "`--stop`",
+	Start: "`--start`", Restart: "`--recover`, or `--start` of an active topic (restart)", Pause: "`--pause`", Resume: "`--resume`", Stop: "`--stop`",
 }
 
 // Markdown renders the operations guide's section on partition states:

@@ -45,8 +45,8 @@ var stateInfos = map[State]stateInfo{
 	Stopping: {"STOPPING", "stop requested: the driver is removed, open replayed transactions are aborted and the stop boundary is recorded",
 		"offsets and lag while driven"},
 	Stopped: {"STOPPED", "detached from the source, writable", "`-`"},
-	Failed: {"FAILED", "stopped on an error it cannot pass; the reason is shown; retried automatically (see Describe), and `--stop` accepts it",
-		"reason on the next line"},
+	Failed: {"FAILED", "stopped on an error it cannot pass; the reason is shown; retried automatically (see Describe), recovered by `--recover`, and `--stop` accepts it",
+		"reason on the next line; `--describe --failed` shows retries and reason as columns"},
 	NotRecorded: {"NOT_RECORDED", "", ""},
 }
 

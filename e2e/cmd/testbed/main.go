@@ -1,7 +1,8 @@
 // Command testbed resolves Apache Kafka's jars and runs the local clusters of
 // the end-to-end test bed by hand.
 //
-//	testbed fetch   resolve the Kafka jars into the cache (a no-op when cached)
+//	testbed fetch   resolve the Kafka jars, and MirrorMaker 2's (connect-mirror,
+//	                for make failover-compare), into the cache (a no-op when cached)
 //	testbed up      start a source and a destination cluster, print their
 //	                addresses and wait for Ctrl-C (or -duration); -multihost
 //	                runs every node in a network namespace of its own (root)
@@ -34,6 +35,11 @@ func main() {
 			fail(err)
 		}
 		fmt.Printf("Apache Kafka %s jars in %s\n", d.Version, d.LibDir)
+		m, err := testbed.ResolveMirrorMaker(ctx, testbed.KafkaVersion(), progress)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("MirrorMaker 2 %s jars in %s\n", m.Version, m.LibDir)
 	case "up":
 		fs := flag.NewFlagSet("up", flag.ExitOnError)
 		duration := fs.Duration("duration", 0, "stop after this long (0: wait for Ctrl-C)")

@@ -1,0 +1,271 @@
+package coordinator
+
+import (
+	"fmt"
+	"net"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+
+	"github.com/sidemirror/sidemirror/internal/acl"
+	"github.com/sidemirror/sidemirror/protocol"
+)
+
+// Authorization is the admin endpoint's access control (DESIGN D15): once
+// Enabled (admin.security.protocol is not PLAINTEXT), every request is
+// checked against the ACLs in the raft state (fsm.State.AdminACLs) with
+// KIP-1279's CLUSTER_MIRROR resource and Kafka's CLUSTER resource for the
+// raft membership, and whatever no ALLOW grants is denied. SuperUsers
+// (admin.super.users) may do everything.
+type Authorization struct {
+	Enabled    bool
+	SuperUsers []string
+}
+
+// authorizer decides one request's access. It is built per request from
+// the state the request reads, so that a decision and the operation see
+// the same ACLs.
+type authorizer struct {
+	cfg       Authorization
+	principal string
+	// peer is set for a request from a sidecar of the raft group,
+	// authenticated by the peer listener's mutual TLS (ConnInfo.Peer): it
+	// passes on what a client asked that sidecar, authorized there, and can
+	// forward raft commands anyway, so it is allowed everything.
+	peer bool
+	host string
+	acls []acl.Binding
+}
+
+// newAuthorizer returns the authorizer for a request from c.
+func (a *admin) newAuthorizer(c *protocol.ConnInfo) authorizer {
+	z := authorizer{cfg: a.authz, principal: protocol.Anonymous, host: acl.Wildcard}
+	if c != nil {
+		if c.Principal != "" {
+			z.principal = c.Principal
+		}
+		z.peer = c.Peer != nil
+		if c.RemoteAddr != nil {
+			if host, _, err := net.SplitHostPort(c.RemoteAddr.String()); err == nil {
+				z.host = host
+			}
+		}
+	}
+	if z.cfg.Enabled {
+		z.acls = a.ctl.State().AdminACLs
+	}
+	return z
+}
+
+// allowed reports whether the caller may do op on the resource.
+func (z authorizer) allowed(op acl.Operation, resourceType int8, name string) bool {
+	if !z.cfg.Enabled || z.peer {
+		return true
+	}
+	return acl.Authorize(acl.Request{Principal: z.principal, Host: z.host, Operation: op,
+		ResourceType: resourceType, ResourceName: name}, z.acls, z.cfg.SuperUsers)
+}
+
+func (z authorizer) mirror(op acl.Operation, mirror string) bool {
+	return z.allowed(op, acl.ResourceClusterMirror, mirror)
+}
+
+// deniedMessage says what the caller lacks.
+func (z authorizer) deniedMessage(op acl.Operation, resourceType int8, name string) string {
+	return fmt.Sprintf("principal %s is not authorized to %s %s %s; an ACL such as kafka-cluster-mirrors --add-acl --allow-principal %s --operation %s %s grants it",
+		z.principal, op, acl.ResourceName(resourceType), name, z.principal, op, aclFlagFor(resourceType, name))
+}
+
+func aclFlagFor(resourceType int8, name string) string {
+	if resourceType == acl.ResourceCluster {
+		return "--cluster"
+	}
+	return "--cluster-mirror " + name
+}
+
+// authorizedOps are the operations reported in DescribeClusterMirrors'
+// AuthorizedOperations bitfield (bit n for Kafka's operation code n).
+var authorizedOps = []acl.Operation{acl.OpCreate, acl.OpDelete, acl.OpAlter, acl.OpDescribe, acl.OpDescribeConfigs, acl.OpAlterConfigs}
+
+func (z authorizer) mirrorOps(mirror string) int32 {
+	var bits int32
+	for _, op := range authorizedOps {
+		if z.mirror(op, mirror) {
+			bits |= 1 << uint(op)
+		}
+	}
+	return bits
+}
+
+// authorize checks req before it is handled. It returns the error response
+// when the whole request is denied; nil lets it through (requests about
+// several mirrors are filtered by filterRequest and filterResponse).
+func (a *admin) authorize(z authorizer, req protocol.Request) protocol.Response {
+	check := func(op acl.Operation, resourceType int8, name string) protocol.Response {
+		if z.allowed(op, resourceType, name) {
+			return nil
+		}
+		a.log.Info("admin request denied", zap.String("principal", z.principal), zap.String("host", z.host),
+			zap.String("api", protocol.KeyName(req.Key())), zap.String("resource", acl.ResourceName(resourceType)+":"+name),
+			zap.String("operation", op.String()))
+		resp := req.ResponseKind()
+		setError(req, resp, kerr.ClusterAuthorizationFailed.Code, z.deniedMessage(op, resourceType, name))
+		return resp
+	}
+	switch r := req.(type) {
+	case *protocol.CreateClusterMirrorRequest:
+		return check(acl.OpCreate, acl.ResourceClusterMirror, r.MirrorName)
+	case *protocol.DeleteClusterMirrorRequest:
+		return check(acl.OpDelete, acl.ResourceClusterMirror, r.MirrorName)
+	case *protocol.StartMirrorTopicsRequest:
+		return check(acl.OpAlter, acl.ResourceClusterMirror, r.MirrorName)
+	case *protocol.StopMirrorTopicsRequest:
+		return check(acl.OpAlter, acl.ResourceClusterMirror, r.MirrorName)
+	case *protocol.PauseMirrorTopicsRequest:
+		return check(acl.OpAlter, acl.ResourceClusterMirror, r.MirrorName)
+	case *protocol.ResumeMirrorTopicsRequest:
+		return check(acl.OpAlter, acl.ResourceClusterMirror, r.MirrorName)
+	case *protocol.AddSidecarRequest, *protocol.RemoveSidecarRequest:
+		return check(acl.OpAlter, acl.ResourceCluster, acl.ClusterName)
+	case *protocol.DescribeSidecarsRequest:
+		return check(acl.OpDescribe, acl.ResourceCluster, acl.ClusterName)
+	case *protocol.CreateAclsRequest, *protocol.DeleteAclsRequest:
+		return check(acl.OpAlter, acl.ResourceCluster, acl.ClusterName)
+	case *protocol.DescribeAclsRequest:
+		return check(acl.OpDescribe, acl.ResourceCluster, acl.ClusterName)
+	}
+	return nil
+}
+
+// authorizeAlterConfigs splits an IncrementalAlterConfigs request's
+// resources into those the caller may alter (ALTER_CONFIGS) and the denied
+// ones, answered with CLUSTER_AUTHORIZATION_FAILED; handle handles the
+// allowed ones and the answers are merged in request order.
+func (a *admin) authorizeAlterConfigs(z authorizer, r *protocol.IncrementalAlterConfigsRequest,
+	handle func(*protocol.IncrementalAlterConfigsRequest) protocol.Response) protocol.Response {
+	allowed := *r
+	allowed.Resources = nil
+	denied := map[int]protocol.AlterConfigsResourceResponse{}
+	for i, res := range r.Resources {
+		if res.ResourceType == protocol.ResourceTypeClusterMirror && !z.mirror(acl.OpAlterConfigs, res.ResourceName) {
+			denied[i] = protocol.AlterConfigsResourceResponse{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
+				ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpAlterConfigs, acl.ResourceClusterMirror, res.ResourceName))}
+			continue
+		}
+		allowed.Resources = append(allowed.Resources, res)
+	}
+	if len(denied) == 0 {
+		return handle(r)
+	}
+	var answered []protocol.AlterConfigsResourceResponse
+	if len(allowed.Resources) > 0 {
+		answered = handle(&allowed).(*protocol.IncrementalAlterConfigsResponse).Responses
+	}
+	out := &protocol.IncrementalAlterConfigsResponse{}
+	for i := range r.Resources {
+		if d, ok := denied[i]; ok {
+			out.Responses = append(out.Responses, d)
+		} else if len(answered) > 0 {
+			out.Responses = append(out.Responses, answered[0])
+			answered = answered[1:]
+		}
+	}
+	return out
+}
+
+// authorizeDescribeConfigs does for DescribeConfigs what
+// authorizeAlterConfigs does for IncrementalAlterConfigs, with
+// DESCRIBE_CONFIGS.
+func (a *admin) authorizeDescribeConfigs(z authorizer, r *protocol.DescribeConfigsRequest,
+	handle func(*protocol.DescribeConfigsRequest) protocol.Response) protocol.Response {
+	allowed := *r
+	allowed.Resources = nil
+	denied := map[int]protocol.DescribeConfigsResult{}
+	for i, res := range r.Resources {
+		if res.ResourceType == protocol.ResourceTypeClusterMirror && !z.mirror(acl.OpDescribeConfigs, res.ResourceName) {
+			denied[i] = protocol.DescribeConfigsResult{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
+				ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpDescribeConfigs, acl.ResourceClusterMirror, res.ResourceName))}
+			continue
+		}
+		allowed.Resources = append(allowed.Resources, res)
+	}
+	if len(denied) == 0 {
+		return handle(r)
+	}
+	var answered []protocol.DescribeConfigsResult
+	if len(allowed.Resources) > 0 {
+		answered = handle(&allowed).(*protocol.DescribeConfigsResponse).Results
+	}
+	out := &protocol.DescribeConfigsResponse{}
+	for i := range r.Resources {
+		if d, ok := denied[i]; ok {
+			out.Results = append(out.Results, d)
+		} else if len(answered) > 0 {
+			out.Results = append(out.Results, answered[0])
+			answered = answered[1:]
+		}
+	}
+	return out
+}
+
+// filterList keeps the mirrors the caller may describe (KIP-1279: List
+// returns only the mirrors the caller is authorized for).
+func filterList(z authorizer, resp *protocol.ListClusterMirrorsResponse) {
+	resp.Mirrors = slices.DeleteFunc(resp.Mirrors, func(m protocol.ListedMirror) bool {
+		return !z.mirror(acl.OpDescribe, m.MirrorName)
+	})
+}
+
+// authorizeDescribe answers DescribeClusterMirrors for the mirrors the
+// caller may describe: a mirror named in the request that the caller may
+// not describe gets CLUSTER_AUTHORIZATION_FAILED (and none of its details),
+// one not named (a request for all mirrors) is left out.
+func (a *admin) authorizeDescribe(z authorizer, r *protocol.DescribeClusterMirrorsRequest,
+	handle func(*protocol.DescribeClusterMirrorsRequest) protocol.Response) protocol.Response {
+	if !z.cfg.Enabled {
+		return handle(r)
+	}
+	all := len(r.MirrorNames) == 0
+	allowed := *r
+	allowed.MirrorNames = nil
+	denied := map[string]bool{}
+	names := r.MirrorNames
+	if all {
+		names = a.ctl.State().MirrorNames()
+	}
+	for _, n := range names {
+		if z.mirror(acl.OpDescribe, n) {
+			allowed.MirrorNames = append(allowed.MirrorNames, n)
+		} else {
+			denied[n] = true
+		}
+	}
+	out := &protocol.DescribeClusterMirrorsResponse{}
+	var answered []protocol.DescribedMirror
+	if len(allowed.MirrorNames) > 0 {
+		answered = handle(&allowed).(*protocol.DescribeClusterMirrorsResponse).Mirrors
+	}
+	byName := map[string]protocol.DescribedMirror{}
+	for _, m := range answered {
+		if r.IncludeAuthorizedOperations {
+			m.AuthorizedOperations = z.mirrorOps(m.MirrorName)
+		}
+		byName[m.MirrorName] = m
+	}
+	for _, n := range names {
+		if m, ok := byName[n]; ok {
+			out.Mirrors = append(out.Mirrors, m)
+			continue
+		}
+		if denied[n] && !all {
+			var dm protocol.DescribedMirror
+			dm.Default()
+			dm.MirrorName = n
+			dm.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			dm.ErrorMessage = strPtr(z.deniedMessage(acl.OpDescribe, acl.ResourceClusterMirror, n))
+			out.Mirrors = append(out.Mirrors, dm)
+		}
+	}
+	return out
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// The contenders.
+const (
+	limitName      = "limit"
+	sidemirrorName = "sidemirror"
+	mm2Name        = "mm2"
+)
+
+var contenderTitle = map[string]string{
+	limitName:      "destination's own ingest (kcat)",
+	sidemirrorName: "sidemirror (3 sidecars)",
+	mm2Name:        "MirrorMaker 2 (dedicated)",
+}
+
+// measurement is what one contender measured on one workload.
+type measurement struct {
+	Contender          string  `json:"contender"`
+	Seconds            float64 `json:"seconds"`                      // wall time until every record was on the destination
+	FirstRecordSeconds float64 `json:"firstRecordSeconds,omitempty"` // until the first record was (mirrors only)
+	CPUSeconds         float64 `json:"cpuSeconds"`                   // the contender's processes, user + system
+	PeakRSSMiB         []int64 `json:"peakRssMiB"`                   // per process
+	BrokerCPUSeconds   float64 `json:"destinationBrokerCpuSeconds"`  // the three destination brokers together
+
+	MBPerSecond      float64 `json:"mbPerSecond"`
+	RecordsPerSecond float64 `json:"recordsPerSecond"`
+	CPUSecondsPerGB  float64 `json:"cpuSecondsPerGB"`
+	VsLimit          float64 `json:"vsLimit,omitempty"` // records/s over the limit's
+	VsMM2            float64 `json:"vsMM2,omitempty"`   // records/s over MM2's
+}
+
+// workloadResult is one workload's measurements.
+type workloadResult struct {
+	Workload    workload       `json:"workload"`
+	Records     int            `json:"records"`
+	ValueBytes  int            `json:"valueBytes"`
+	SourceBytes int64          `json:"sourceBytes"` // log bytes of one source topic: the MB of MB/s and GB of CPU s/GB
+	Results     []*measurement `json:"results"`
+}
+
+// report is a whole run.
+type report struct {
+	Options      options           `json:"options"`
+	Host         string            `json:"host"`
+	KafkaVersion string            `json:"kafkaVersion"`
+	Date         string            `json:"date"`
+	Note         string            `json:"note,omitempty"`
+	Plot         string            `json:"plot,omitempty"` // the chart, relative to the doc
+	Workloads    []*workloadResult `json:"workloads"`
+}
+
+// add derives m's rates from the workload's size and recomputes every
+// result's ratios.
+func (w *workloadResult) add(m *measurement) {
+	if m.Seconds > 0 {
+		m.MBPerSecond = float64(w.SourceBytes) / 1e6 / m.Seconds
+		m.RecordsPerSecond = float64(w.Records) / m.Seconds
+	}
+	if w.SourceBytes > 0 {
+		m.CPUSecondsPerGB = m.CPUSeconds / (float64(w.SourceBytes) / 1e9)
+	}
+	w.Results = append(w.Results, m)
+	limit, mm := w.find(limitName), w.find(mm2Name)
+	for _, r := range w.Results {
+		if limit != nil && limit.RecordsPerSecond > 0 {
+			r.VsLimit = r.RecordsPerSecond / limit.RecordsPerSecond
+		}
+		if mm != nil && mm.RecordsPerSecond > 0 {
+			r.VsMM2 = r.RecordsPerSecond / mm.RecordsPerSecond
+		}
+	}
+}
+
+func (w *workloadResult) find(contender string) *measurement {
+	for _, r := range w.Results {
+		if r.Contender == contender {
+			return r
+		}
+	}
+	return nil
+}
+
+// Table returns the workload's Markdown table, headed by its description.
+func (w *workloadResult) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### %s\n\n", w.Workload.Description)
+	fmt.Fprintf(&b, "%s records of about %s B, %d partitions, %.1f MB on the source (one topic's log).\n\n",
+		thousands(int64(w.Records)), thousands(int64(w.ValueBytes)), w.Workload.Partitions, float64(w.SourceBytes)/1e6)
+	b.WriteString("| contender | wall s | first record s | MB/s | records/s | CPU s | CPU s/GB | peak RSS MiB | destination brokers CPU s | records/s vs limit | vs MM2 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range w.Results {
+		first := "-"
+		if r.FirstRecordSeconds > 0 {
+			first = fmt.Sprintf("%.2f", r.FirstRecordSeconds)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %.1f | %s | %.2f | %.1f | %s | %.1f | %s | %s |\n",
+			contenderTitle[r.Contender], r.Seconds, first, r.MBPerSecond, thousands(int64(r.RecordsPerSecond+0.5)),
+			r.CPUSeconds, r.CPUSecondsPerGB, rss(r.PeakRSSMiB), r.BrokerCPUSeconds, ratio(r.VsLimit), ratio(r.VsMM2))
+	}
+	if sm, mm := w.find(sidemirrorName), w.find(mm2Name); sm != nil && mm != nil && sm.CPUSecondsPerGB > 0 {
+		fmt.Fprintf(&b, "\nMM2 used %.1fx the CPU per GB of the three sidecars together.\n", mm.CPUSecondsPerGB/sm.CPUSecondsPerGB)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func ratio(r float64) string {
+	if r == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+func rss(mib []int64) string {
+	if len(mib) == 0 {
+		return "-"
+	}
+	s := make([]string, len(mib))
+	for i, m := range mib {
+		s[i] = fmt.Sprint(m)
+	}
+	return strings.Join(s, ", ")
+}
+
+// thousands formats n with commas: 1,234,567.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// Markdown returns the run as the body of the Benchmark section: how it
+// was run, on what, and a table per workload.
+func (r *report) Markdown() string {
+	var b strings.Builder
+	names := make([]string, len(r.Workloads))
+	for i, w := range r.Workloads {
+		names[i] = w.Workload.Name
+	}
+	fmt.Fprintf(&b, "Run of %s: `go run ./e2e/cmd/bench -records %d -value-bytes %d -workloads %s -contenders %s -warmup-records %d`, "+
+		"Kafka %s, on %s. ",
+		r.Date, r.Options.Records, r.Options.ValueBytes, strings.Join(names, ","), r.Options.Contenders, r.Options.WarmupRecords,
+		r.KafkaVersion, r.Host)
+	if r.Note != "" {
+		b.WriteString(r.Note)
+	}
+	b.WriteString("\n\n")
+	if r.Plot != "" {
+		fmt.Fprintf(&b, "![records/s per workload and contender](%s)\n\n", r.Plot)
+	}
+	for _, w := range r.Workloads {
+		b.WriteString(w.Table())
+	}
+	return b.String()
+}
+
+// benchmarkIntro opens the generated section: what the figures are.
+const benchmarkIntro = `` + "`make bench`" + ` (` + "`e2e/cmd/bench`" + `) starts the loopback test bed (a 1-node source, a
+3-node destination with SASL and an authorizer, one sidecar per destination broker, all on this
+host), warms the destination up, and runs every workload with three contenders, each on topics of its
+own holding the same records: the destination's own ingest (kcat writing the records straight to the
+destination, batch.size 128 KiB, linger 20 ms: the limit), sidemirror (the three sidecars, from
+` + "`--start`" + ` until the destination holds the source's end offsets), and MirrorMaker 2 in dedicated mode
+(IdentityReplicationPolicy, jars from Maven Central of the brokers' version, three tasks, its producer
+batching by itself: batch.size 128 KiB, linger 20 ms; its wall time includes its start-up). Destination
+topics have replication factor 3, every write is acks=all. MB/s is the source's log bytes of one
+topic per second (the same bytes for every contender, so the ratios of MB/s and of records/s are
+equal); CPU s is the contender's own processes (the three sidecars, the MM2 JVM, kcat), the brokers'
+CPU has a column of its own; peak RSS is per process (VmHWM, reset before each contender). The limit's
+producer compresses the records itself, on the same cores as the brokers; the mirrors copy the source's
+compressed batches. Flags are in [operations.md](operations.md#performance). The rest of this section
+is written by ` + "`make bench`" + ` (` + "`-doc docs/performance.md`" + `) from its last run.
+
+`
+
+// writeDoc replaces the Benchmark section of the Markdown file at path (or
+// appends one) with the run's tables.
+func writeDoc(path string, r *report) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	doc := replaceSection(string(old), "## Benchmark", benchmarkIntro+r.Markdown())
+	return os.WriteFile(path, []byte(doc), 0o644)
+}
+
+// replaceSection returns doc with the body of the section headed by the
+// line heading (up to the next heading of its level, or the end) replaced
+// by body; a doc without that section gets it appended.
+func replaceSection(doc, heading, body string) string {
+	section := heading + "\n\n" + strings.TrimRight(body, "\n") + "\n"
+	start := -1
+	if strings.HasPrefix(doc, heading+"\n") {
+		start = 0
+	} else if i := strings.Index(doc, "\n"+heading+"\n"); i >= 0 {
+		start = i + 1
+	}
+	if start < 0 {
+		return strings.TrimRight(doc, "\n") + "\n\n" + section
+	}
+	rest := doc[start+len(heading)+1:]
+	if end := strings.Index(rest, "\n## "); end >= 0 {
+		return doc[:start] + section + rest[end:]
+	}
+	return doc[:start] + section
+}
