@@ -158,6 +158,8 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		defer close(c.loopDone)
 		svc.Run(loopCtx)
 	})
+	registryRecord := statestore.Sidecar{BrokerID: s.cfg.LocalBrokerID, AdminAddress: adminAddr, AdminProtocol: s.cfg.Admin.Protocol}
+	s.routines.Go("sidecar-registry", func() { registerSidecar(loopCtx, c.states, registryRecord, s.log) })
 	var handler protocol.Handler = svc
 	if c.peerLayer != nil {
 		handler = raftnode.PeerGuard(svc, s.log.Named("admin"))

@@ -18,7 +18,8 @@
 // (lifecycle and shutdown order), readyz.go (the /readyz checks),
 // notify.go (systemd's Type=notify: READY=1 once a raft member that
 // reaches its broker, STOPPING=1), status.go (the status page at "/" and
-// its lag sampler), routines.go (tracked goroutines), lock.go (the
+// its lag sampler), routines.go (tracked goroutines), registry.go (this sidecar's record
+// in the sidecar registry of __mirror_state), lock.go (the
 // data.dir lock), statedump.go, metrics.go, logging.go, version.go,
 // errors.go.
 package sidecar

@@ -10,7 +10,11 @@
 // partition; the KIP keys by mirror alone, which compaction would collapse.
 // Record types: TypePartitionState (the KIP's MirrorPartitionState, value
 // PartitionState), TypeLastMirrorEpochs (reserved for the stop boundary,
-// value PartitionState) and TypeMirror (one per mirror, empty value). A nil
+// value PartitionState), TypeMirror (one per mirror, empty value) and
+// TypeSidecar (the sidecar registry in partition 0: one record per sidecar,
+// keyed by its broker ID, holding its advertised admin address; written by
+// each sidecar as it starts, read by kafka-cluster-mirrors to find a sidecar
+// from a broker address, skipped by Load). A nil
 // value is a tombstone; deleting a mirror tombstones all of its keys.
 // PartitionState values are versioned and extend through tagged fields, so
 // every decoder reads every later version. State codes are DESIGN.md D16's,
@@ -34,7 +38,8 @@
 // codes), partition.go (PartitionFor), store.go (Store), read.go (reading a
 // partition with raw ListOffsets and Fetch requests), write_via.go
 // (WriteVia: a coordinator's writes through its own broker, refused once
-// that broker lost the partition), dump.go (Dump), errors.go (sentinel
+// that broker lost the partition), sidecar.go (the sidecar registry:
+// RegisterSidecar, ReadSidecars), dump.go (Dump), errors.go (sentinel
 // errors), doc.go (this overview). The state codes are those of
 // internal/partstate, the one partition state machine.
 package statestore

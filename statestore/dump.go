@@ -56,6 +56,12 @@ type jsonKey struct {
 	Partition int32  `json:"partition"`
 }
 
+type jsonSidecar struct {
+	AdminAddress  string `json:"adminAddress"`
+	AdminProtocol string `json:"adminSecurityProtocol"`
+	UpdatedMs     int64  `json:"updatedMs"`
+}
+
 type jsonError struct {
 	Error string `json:"error"`
 }
@@ -96,6 +102,15 @@ func dumpRecord(rec *kgo.Record) dumpLine {
 	line.Key = jsonKey(k)
 	if rec.Value == nil {
 		return line // a tombstone: "value":null
+	}
+	if k.Type == TypeSidecar {
+		sc, err := readSidecarValue(k, rec.Value)
+		if err != nil {
+			line.Value = jsonError{err.Error()}
+		} else {
+			line.Value = jsonSidecar{AdminAddress: sc.AdminAddress, AdminProtocol: sc.AdminProtocol, UpdatedMs: sc.UpdatedMs}
+		}
+		return line
 	}
 	v, known, err := decodeValue(k.Type, rec.Value)
 	switch {

@@ -37,7 +37,7 @@ const (
 // Encoding (big-endian, Kafka's coordinator-key style, not flexible):
 //
 //	KeyVersion int16          0
-//	Type       int8           TypeLastMirrorEpochs, TypePartitionState, TypeMirror
+//	Type       int8           TypeLastMirrorEpochs, TypePartitionState, TypeMirror, TypeSidecar
 //	Mirror     compact string uvarint(len+1), bytes
 //	Topic      compact string uvarint(len+1), bytes
 //	Partition  int32
@@ -110,6 +110,8 @@ func typeName(t int8) string {
 		return "PartitionState"
 	case TypeMirror:
 		return "Mirror"
+	case TypeSidecar:
+		return "Sidecar"
 	default:
 		return fmt.Sprintf("type(%d)", t)
 	}

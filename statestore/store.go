@@ -249,7 +249,8 @@ func (s *Store) NumPartitions(ctx context.Context) (int32, error) {
 // read. Records with a key version or record type this build does not know
 // (a newer sidecar's) are skipped and counted in a warning. A malformed
 // record of a known type stops the load with an error wrapping ErrMalformed:
-// the state would be wrong. TypeMirror keys map to a zero PartitionState.
+// the state would be wrong. TypeMirror keys map to a zero PartitionState;
+// the sidecar registry's records (TypeSidecar) are left out.
 func (s *Store) Load(ctx context.Context, partition int32) (map[Key]PartitionState, int64, error) {
 	began := time.Now()
 	states := make(map[Key]PartitionState)
@@ -263,6 +264,9 @@ func (s *Store) Load(ctx context.Context, partition int32) (map[Key]PartitionSta
 		}
 		if err != nil {
 			return fmt.Errorf("statestore: %s-%d offset %d: %w", TopicName, partition, rec.Offset, err)
+		}
+		if k.Type == TypeSidecar {
+			return nil // the sidecar registry (sidecar.go), no mirror's state
 		}
 		if rec.Value == nil {
 			delete(states, k)

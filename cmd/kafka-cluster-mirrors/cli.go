@@ -51,11 +51,13 @@ const (
 const usage = `Create cluster mirrors and manage mirrored topics.
 Option                                  Description
 ------                                  -----------
---bootstrap-server <String: server to   REQUIRED: The admin endpoint
-  connect to>                             (host:port) of a sidemirror sidecar
-                                          of the destination cluster. Several
-                                          may be given, comma-separated; the
-                                          first that connects is used.
+--bootstrap-server <String: server to   REQUIRED: A broker of the
+  connect to>                             destination cluster (the sidecars
+                                          are found in __mirror_state), or
+                                          the admin endpoint (host:port) of a
+                                          sidemirror sidecar. Several may be
+                                          given, comma-separated; the first
+                                          that connects is used.
 --add-acl                               Add ACLs (kafka-acls.sh --add): with
                                           --cluster-mirror or --cluster,
                                           --operation and --allow-principal
@@ -306,7 +308,7 @@ func flagList(names []string, conj string) string {
 // Validate checks the flags and their combinations, without reading files.
 func (cfg *Config) Validate() error {
 	if len(cfg.BootstrapServers) == 0 {
-		return errors.New("--bootstrap-server is required: the admin endpoint (host:port) of a sidecar of the destination cluster")
+		return errors.New("--bootstrap-server is required: a broker (host:port) of the destination cluster, or a sidecar's admin endpoint")
 	}
 	for _, s := range cfg.BootstrapServers {
 		if _, _, err := net.SplitHostPort(s); err != nil {
@@ -638,8 +640,8 @@ func expandPrefixes(args []string, flags []cli.Flag) ([]string, error) {
 	return out, nil
 }
 
-// connect dials the bootstrap servers in order and returns the first
-// connection that succeeds.
+// connect dials the bootstrap servers in order and returns a client of the
+// sidecar the first one that connects is or leads to.
 func connect(ctx context.Context, cfg Config) (*protocol.Client, error) {
 	opts, err := cfg.clientOpts()
 	if err != nil {
@@ -649,7 +651,7 @@ func connect(ctx context.Context, cfg Config) (*protocol.Client, error) {
 	for _, addr := range cfg.BootstrapServers {
 		cl, err := protocol.Dial(ctx, addr, opts...)
 		if err == nil {
-			return cl, nil
+			return resolveSidecar(ctx, cfg, addr, cl) // a broker's address leads to a sidecar (bootstrap.go)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

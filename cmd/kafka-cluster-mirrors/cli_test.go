@@ -556,7 +556,7 @@ func TestFlagErrors(t *testing.T) {
 			name:       "missing --bootstrap-server",
 			args:       []string{"--list"},
 			noBootstrp: true,
-			wantErr:    "Error: --bootstrap-server is required: the admin endpoint (host:port) of a sidecar of the destination cluster\n",
+			wantErr:    "Error: --bootstrap-server is required: a broker (host:port) of the destination cluster, or a sidecar's admin endpoint\n",
 			wantCode:   1,
 		},
 		{

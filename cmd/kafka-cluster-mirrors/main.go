@@ -19,6 +19,10 @@
 // --command-config settings refused at validation (unsupported or invalid
 // security settings), 3 when --describe shows FAILED partitions or --wait
 // meets one, 4 when --wait times out.
+//
+// bootstrap.go resolves a --bootstrap-server that is a broker of the
+// destination cluster (as in the KIP's examples) to a sidecar, through the
+// sidecar registry in __mirror_state.
 package main
 
 import (
