@@ -587,15 +587,18 @@ func (p *partition) submitRun(pl *pipeline, run *coalesceRun) error {
 	defer run.reset()
 	if len(run.batches) == 1 {
 		pl.submit(p.newItem(run.batches[0], run.base, run.records, 0))
+		pl.hold(run.held)
 		return nil
 	}
 	raw, err := coalesceBatches(run)
 	if err != nil {
+		pl.hold(run.held)
 		return err
 	}
 	it := p.newItem(raw, run.base, run.records, 0)
 	it.merged = int32(len(run.batches))
 	pl.submit(it)
+	pl.hold(run.held)
 	return nil
 }
 
@@ -622,6 +625,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 		if cur != nil {
 			pl.hold(cur.held) // released once the drain has the results
 		}
+		pl.hold(run.held)
 	}()
 	for {
 		now := time.Now()
@@ -684,6 +688,16 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 			}
 			if b == nil {
 				if !run.empty() {
+					if next := p.popFetchedData(); next != nil {
+						// More was fetched already (a slow destination
+						// leaves many small responses queued): the run
+						// goes on into it. Its bytes are given back once
+						// the run is appended.
+						p.consumed(cur)
+						run.held += cur.held
+						cur, pos = next, 0
+						continue
+					}
 					// The end of what was fetched: append the run now
 					// rather than wait for more.
 					if err := p.submitRun(pl, &run); err != nil {
@@ -917,6 +931,19 @@ func (p *partition) popFetched() *fetched {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.fetch.queue) == 0 {
+		return nil
+	}
+	f := p.fetch.queue[0]
+	p.fetch.queue = p.fetch.queue[1:]
+	return &f
+}
+
+// popFetchedData returns the next fetched response if one is queued and
+// holds records, not an error.
+func (p *partition) popFetchedData() *fetched {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.fetch.queue) == 0 || p.fetch.queue[0].err != nil {
 		return nil
 	}
 	f := p.fetch.queue[0]
