@@ -581,6 +581,12 @@ func (p *partition) newItem(raw []byte, base int64, n, fillers int32) *appendIte
 	return &appendItem{p: p, raw: raw, base: base, last: base + int64(n) - 1, num: n, seqNext: p.prod.seq, fillers: fillers}
 }
 
+// holdRunInFlight: with this many appends in flight a run at the end of
+// the fetched data waits for an answer (or more data) before it is
+// appended; one append waiting behind the one the broker handles keeps
+// the partition's appends back to back.
+const holdRunInFlight = 2
+
 // submitRun appends the batches of run as one batch (as they are if it
 // holds one) and empties it. The caller checked room.
 func (p *partition) submitRun(pl *pipeline, run *coalesceRun) error {
@@ -697,6 +703,14 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 						run.held += cur.held
 						cur, pos = next, 0
 						continue
+					}
+					if len(pl.inflight) >= holdRunInFlight {
+						// The broker takes a connection's requests one
+						// at a time: while one append waits behind
+						// another, a run sent now would wait too. It
+						// grows with what is fetched meanwhile and goes
+						// when the oldest append has its answer.
+						break
 					}
 					// The end of what was fetched: append the run now
 					// rather than wait for more.
