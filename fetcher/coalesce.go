@@ -15,10 +15,11 @@ import (
 // a batch of a thousand records (validation, the log append, replication to
 // the followers, the index): a source written with linger 0 has one batch
 // per record and caps any batch-for-batch mirror far below the destination's
-// own ingest. So consecutive small data batches of a partition, as one
-// fetch response holds them, go to the destination as one batch: the same
-// records (key, value, headers, absolute timestamps) at the same offsets,
-// only the batch boundaries and the compressed bytes differ. Batches of
+// own ingest. So consecutive small data batches of a partition, as the
+// fetch responses queued for it hold them (a run goes on into the next
+// queued response), go to the destination as one batch: the same records
+// (key, value, headers, absolute timestamps) at the same offsets, only the
+// batch boundaries and the compressed bytes differ. Batches of
 // coalesceSmallBytes or more are appended as they are, never recompressed.
 const (
 	// coalesceSmallBytes: a source batch smaller than this may be merged
@@ -41,6 +42,9 @@ type coalesceRun struct {
 	next    int64 // offset after the last batch
 	bytes   int   // source batch bytes
 	records int32
+	// held: budget bytes of fetched responses the run went past, given
+	// back once the run is appended (pipeline.hold).
+	held int64
 }
 
 func (r *coalesceRun) empty() bool { return len(r.batches) == 0 }

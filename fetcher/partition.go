@@ -583,21 +583,30 @@ func (p *partition) newItem(raw []byte, base int64, n, fillers int32) *appendIte
 	return &appendItem{p: p, raw: raw, base: base, last: base + int64(n) - 1, num: n, seqNext: p.prod.seq, fillers: fillers}
 }
 
+// holdRunInFlight: with this many appends in flight a run at the end of
+// the fetched data waits for an answer (or more data) before it is
+// appended; one append waiting behind the one the broker handles keeps
+// the partition's appends back to back.
+const holdRunInFlight = 2
+
 // submitRun appends the batches of run as one batch (as they are if it
 // holds one) and empties it. The caller checked room.
 func (p *partition) submitRun(pl *pipeline, run *coalesceRun) error {
 	defer run.reset()
 	if len(run.batches) == 1 {
 		pl.submit(p.newItem(run.batches[0], run.base, run.records, 0))
+		pl.hold(run.held)
 		return nil
 	}
 	raw, err := coalesceBatches(run)
 	if err != nil {
+		pl.hold(run.held)
 		return err
 	}
 	it := p.newItem(raw, run.base, run.records, 0)
 	it.merged = int32(len(run.batches))
 	pl.submit(it)
+	pl.hold(run.held)
 	return nil
 }
 
@@ -624,6 +633,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 		if cur != nil {
 			pl.hold(cur.held) // released once the drain has the results
 		}
+		pl.hold(run.held)
 	}()
 	for {
 		now := time.Now()
@@ -686,6 +696,24 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 			}
 			if b == nil {
 				if !run.empty() {
+					if next := p.popFetchedData(); next != nil {
+						// More was fetched already (a slow destination
+						// leaves many small responses queued): the run
+						// goes on into it. Its bytes are given back once
+						// the run is appended.
+						p.consumed(cur)
+						run.held += cur.held
+						cur, pos = next, 0
+						continue
+					}
+					if len(pl.inflight) >= holdRunInFlight {
+						// The broker takes a connection's requests one
+						// at a time: while one append waits behind
+						// another, a run sent now would wait too. It
+						// grows with what is fetched meanwhile and goes
+						// when the oldest append has its answer.
+						break
+					}
 					// The end of what was fetched: append the run now
 					// rather than wait for more.
 					if err := p.submitRun(pl, &run); err != nil {
@@ -925,6 +953,19 @@ func (p *partition) popFetched() *fetched {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.fetch.queue) == 0 {
+		return nil
+	}
+	f := p.fetch.queue[0]
+	p.fetch.queue = p.fetch.queue[1:]
+	return &f
+}
+
+// popFetchedData returns the next fetched response if one is queued and
+// holds records, not an error.
+func (p *partition) popFetchedData() *fetched {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.fetch.queue) == 0 || p.fetch.queue[0].err != nil {
 		return nil
 	}
 	f := p.fetch.queue[0]
