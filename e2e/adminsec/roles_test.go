@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,50 +22,34 @@ import (
 
 var wait = testwait.Every(250 * time.Millisecond)
 
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
+// cliResult is what one kafka-cluster-mirrors run printed.
+type cliResult = testbed.CLIResult
 
 // cli runs kafka-cluster-mirrors against the sidecars with commandConfig
 // ("" for none).
 func cli(t *testing.T, commandConfig string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	full := []string{"--bootstrap-server", env.Sidecars.AdminBootstrap()}
 	if commandConfig != "" {
 		full = append(full, "--command-config", commandConfig)
 	}
-	cmd := exec.CommandContext(ctx, env.Bin.CLI, append(full, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("kafka-cluster-mirrors %v: %v", args, err)
-	}
-	return r
+	return testbed.RunCLI(t, env.Bin.CLI, append(full, args...)...)
 }
 
 func mustCLI(t *testing.T, commandConfig string, args ...string) string {
 	t.Helper()
 	r := cli(t, commandConfig, args...)
-	if r.code != 0 {
-		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // denied checks that a run failed with CLUSTER_AUTHORIZATION_FAILED.
 func denied(t *testing.T, what string, r cliResult) {
 	t.Helper()
-	if r.code != 1 || !strings.Contains(r.stderr, "CLUSTER_AUTHORIZATION_FAILED") {
-		t.Fatalf("%s: exit %d, stdout %q, stderr %q; want CLUSTER_AUTHORIZATION_FAILED", what, r.code, r.stdout, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("%s: exit %d, stdout %q, stderr %q; want CLUSTER_AUTHORIZATION_FAILED", what, r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -133,15 +116,15 @@ func TestKIPRoles(t *testing.T) {
 	// SCRAM credentials reach the broker through its metadata log: wait
 	// until the login works.
 	wait.For(t, 30*time.Second, "the SCRAM users to log in", func() bool {
-		return cli(t, monitor, "--list").code == 0 && cli(t, admin, "--list").code == 0
+		return cli(t, monitor, "--list").Code == 0 && cli(t, admin, "--list").Code == 0
 	})
 
 	// Unauthenticated, or a wrong password: refused.
-	if r := cli(t, "", "--list"); r.code != 1 || !strings.Contains(r.stderr, "ListClusterMirrors request failed") {
-		t.Fatalf("--list without credentials: exit %d, %q", r.code, r.stderr)
+	if r := cli(t, "", "--list"); r.Code != 1 || !strings.Contains(r.Stderr, "ListClusterMirrors request failed") {
+		t.Fatalf("--list without credentials: exit %d, %q", r.Code, r.Stderr)
 	}
-	if r := cli(t, wrong, "--list"); r.code != 1 || !strings.Contains(r.stderr, "SASL_AUTHENTICATION_FAILED") || strings.Contains(r.stderr, "hunter2") {
-		t.Fatalf("--list with a wrong password: exit %d, %q", r.code, r.stderr)
+	if r := cli(t, wrong, "--list"); r.Code != 1 || !strings.Contains(r.Stderr, "SASL_AUTHENTICATION_FAILED") || strings.Contains(r.Stderr, "hunter2") {
+		t.Fatalf("--list with a wrong password: exit %d, %q", r.Code, r.Stderr)
 	}
 
 	// The source: a topic with records.
@@ -204,7 +187,7 @@ func TestKIPRoles(t *testing.T) {
 	wait.For(t, 2*time.Minute, "my-mirror to catch up, as the monitor describes it", func() bool {
 		r := cli(t, monitor, "--describe", "--mirror", "my-mirror", "--json")
 		var resp protocol.DescribeClusterMirrorsResponse
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &resp) != nil || len(resp.Mirrors) != 1 || len(resp.Mirrors[0].Topics) != 1 {
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &resp) != nil || len(resp.Mirrors) != 1 || len(resp.Mirrors[0].Topics) != 1 {
 			return false
 		}
 		var lag int64
@@ -238,8 +221,8 @@ func TestKIPRoles(t *testing.T) {
 		t.Fatalf("after the refused requests root lists %q", got)
 	}
 	r := cli(t, monitor, "--describe", "--mirror", "my-mirror", "--json")
-	if r.code != 0 || !strings.Contains(r.stdout, `"state":"MIRRORING"`) && !strings.Contains(r.stdout, `"state": "MIRRORING"`) {
-		t.Fatalf("after the refused stop the monitor describes: exit %d %s %s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"state":"MIRRORING"`) && !strings.Contains(r.Stdout, `"state": "MIRRORING"`) {
+		t.Fatalf("after the refused stop the monitor describes: exit %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
 	mustCLI(t, admin, "--alter", "--mirror", "my-mirror", "--add-config", "mirror.metadata.refresh.interval.ms=5000")
 

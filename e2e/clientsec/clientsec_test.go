@@ -1,14 +1,11 @@
 package clientsec
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -138,11 +135,11 @@ func TestClientSecurity(t *testing.T) {
 			}
 			props[key] = value
 			r := cli(t, "--create", "--mirror", "refused", "--mirror-config", writeProperties(t, props))
-			if r.code == 0 || !strings.Contains(r.stderr+r.stdout, key) {
-				t.Errorf("%s=%s: exit %d, want an error naming the key\nstdout: %s\nstderr: %s", key, value, r.code, r.stdout, r.stderr)
+			if r.Code == 0 || !strings.Contains(r.Stderr+r.Stdout, key) {
+				t.Errorf("%s=%s: exit %d, want an error naming the key\nstdout: %s\nstderr: %s", key, value, r.Code, r.Stdout, r.Stderr)
 			}
-			t.Logf("%s=%s: exit %d: %s", key, value, r.code, strings.TrimSpace(r.stderr+r.stdout))
-			if strings.Contains(r.stderr+r.stdout, testbed.Sidemirror.Password) {
+			t.Logf("%s=%s: exit %d: %s", key, value, r.Code, strings.TrimSpace(r.Stderr+r.Stdout))
+			if strings.Contains(r.Stderr+r.Stdout, testbed.Sidemirror.Password) {
 				t.Errorf("%s=%s: the output shows the SCRAM password", key, value)
 			}
 		}
@@ -222,37 +219,21 @@ func writeProperties(t *testing.T, props map[string]string) string {
 	return file
 }
 
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
+// cliResult is what one kafka-cluster-mirrors run printed.
+type cliResult = testbed.CLIResult
 
 func cli(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Bin.CLI, append([]string{"--bootstrap-server", env.Sidecars.AdminBootstrap()}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("kafka-cluster-mirrors %v: %v", args, err)
-	}
-	return r
+	return testbed.RunCLI(t, env.Bin.CLI, append([]string{"--bootstrap-server", env.Sidecars.AdminBootstrap()}, args...)...)
 }
 
 func mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
 	r := cli(t, args...)
-	if r.code != 0 {
-		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 func describe(t *testing.T, mirror string) protocol.DescribedMirror {

@@ -70,9 +70,9 @@ func TestAlterMirrorConfig(t *testing.T) {
 		{[]string{"--delete-config", "no.such.key"}, "Error: INVALID_CONFIG: mirror alter has no config key no.such.key\n"},
 	} {
 		r := cli(t, append([]string{"--alter", "--mirror", mirror}, tc.args...)...)
-		if r.code != 1 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||
-			!strings.HasPrefix(r.stderr, "Error: INVALID_CONFIG: ") || !strings.Contains(r.stderr, tc.want) {
-			t.Fatalf("alter %v: exit %d\nstdout: %q\nstderr: %q\nwant one INVALID_CONFIG line naming %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		if r.Code != 1 || r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 ||
+			!strings.HasPrefix(r.Stderr, "Error: INVALID_CONFIG: ") || !strings.Contains(r.Stderr, tc.want) {
+			t.Fatalf("alter %v: exit %d\nstdout: %q\nstderr: %q\nwant one INVALID_CONFIG line naming %q", tc.args, r.Code, r.Stdout, r.Stderr, tc.want)
 		}
 	}
 	if got := configsOf(t, mirror); got["mirror.metadata.refresh.interval.ms"] != "5000" || got["no.such.key"] != "" {
@@ -85,24 +85,24 @@ func TestAlterMirrorConfig(t *testing.T) {
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="mirror" password="` + secret + `";`
 	const secretMirror = "alter-secret"
 	var outputs []string
-	keep := func(r cliResult) cliResult { outputs = append(outputs, r.stdout, r.stderr); return r }
+	keep := func(r cliResult) cliResult { outputs = append(outputs, r.Stdout, r.Stderr); return r }
 	r := keep(cli(t, "--create", "--mirror", secretMirror, "--mirror-config",
 		mirrorConfigFile(t, map[string]string{"security.protocol": "PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas})))
-	if r.code != 0 {
-		t.Fatalf("create with a secret: exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("create with a secret: exit %d: %s", r.Code, r.Stderr)
 	}
 	t.Cleanup(func() { cli(t, "--delete", "--mirror", secretMirror) })
 	r = keep(cli(t, "--alter", "--mirror", secretMirror, "--add-config", "sasl.jaas.config="+strings.Replace(jaas, secret, secret+"2", 1)))
-	if r.code != 0 || r.stdout != "Completed updating config for mirror alter-secret.\n" {
-		t.Fatalf("alter of the secret: exit %d\nstdout: %q\nstderr: %q", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || r.Stdout != "Completed updating config for mirror alter-secret.\n" {
+		t.Fatalf("alter of the secret: exit %d\nstdout: %q\nstderr: %q", r.Code, r.Stdout, r.Stderr)
 	}
 	// Refused: a SASL source that speaks PLAINTEXT, and a malformed JAAS.
 	for _, add := range []string{
 		"security.protocol=SASL_PLAINTEXT",
 		"sasl.jaas.config=" + strings.TrimSuffix(jaas, `";`) + ",security.protocol=SASL_PLAINTEXT",
 	} {
-		if r := keep(cli(t, "--alter", "--mirror", secretMirror, "--add-config", add)); r.code != 1 || !strings.HasPrefix(r.stderr, "Error: ") {
-			t.Fatalf("alter %q: exit %d\nstdout: %q\nstderr: %q", add, r.code, r.stdout, r.stderr)
+		if r := keep(cli(t, "--alter", "--mirror", secretMirror, "--add-config", add)); r.Code != 1 || !strings.HasPrefix(r.Stderr, "Error: ") {
+			t.Fatalf("alter %q: exit %d\nstdout: %q\nstderr: %q", add, r.Code, r.Stdout, r.Stderr)
 		}
 	}
 	keep(cli(t, "--list"))
@@ -170,10 +170,10 @@ func TestSidecarMembership(t *testing.T) {
 	mustAt := func(args ...string) string {
 		t.Helper()
 		r := cliAt(t, atOthers, args...)
-		if r.code != 0 {
-			t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
 		}
-		return r.stdout
+		return r.Stdout
 	}
 
 	rows := sidecarRows(t, mustCLI(t, "--list-sidecars"))
@@ -188,7 +188,7 @@ func TestSidecarMembership(t *testing.T) {
 
 	// Whatever happens, leave the group whole for the other tests.
 	t.Cleanup(func() {
-		if rows := sidecarRows(t, cliAt(t, atOthers, "--list-sidecars").stdout); len(rows) != 3 {
+		if rows := sidecarRows(t, cliAt(t, atOthers, "--list-sidecars").Stdout); len(rows) != 3 {
 			cliAt(t, atOthers, "--add-sidecar", "--broker-id", "3", "--raft-address", s3.RaftAddr, "--admin-address", s3.AdminAddr)
 		}
 	})
@@ -201,9 +201,9 @@ func TestSidecarMembership(t *testing.T) {
 		_, has3 := rows["3"]
 		return len(rows) == 2 && !has3 && leaders(rows) == 1
 	})
-	if r := cliAt(t, atOthers, "--remove-sidecar", "--broker-id", "3"); r.code != 1 ||
-		!strings.Contains(r.stderr, "broker 3 is not in the raft group") {
-		t.Fatalf("removing sidecar 3 twice: exit %d, stderr %q", r.code, r.stderr)
+	if r := cliAt(t, atOthers, "--remove-sidecar", "--broker-id", "3"); r.Code != 1 ||
+		!strings.Contains(r.Stderr, "broker 3 is not in the raft group") {
+		t.Fatalf("removing sidecar 3 twice: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 
 	out := mustAt("--add-sidecar", "--broker-id", "3", "--raft-address", s3.RaftAddr, "--admin-address", s3.AdminAddr)
@@ -221,9 +221,9 @@ func TestSidecarMembership(t *testing.T) {
 	t.Cleanup(func() { cli(t, "--delete", "--mirror", mirror) })
 	wait.For(t, 30*time.Second, "sidecar 3 to list the new mirror", func() bool {
 		r := cliAt(t, s3.AdminAddr, "--list")
-		return r.code == 0 && strings.Contains(r.stdout, mirror+" ")
+		return r.Code == 0 && strings.Contains(r.Stdout, mirror+" ")
 	})
-	if r := cliAt(t, s3.AdminAddr, "--describe", "--mirror", mirror); r.code != 0 {
-		t.Fatalf("describe at sidecar 3: exit %d: %s", r.code, r.stderr)
+	if r := cliAt(t, s3.AdminAddr, "--describe", "--mirror", mirror); r.Code != 0 {
+		t.Fatalf("describe at sidecar 3: exit %d: %s", r.Code, r.Stderr)
 	}
 }

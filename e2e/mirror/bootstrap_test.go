@@ -37,8 +37,8 @@ func TestBootstrapBroker(t *testing.T) {
 	mustBroker := func(want string, args ...string) {
 		t.Helper()
 		r := atBroker(args...)
-		if r.code != 0 || r.stdout != want || r.stderr != "" {
-			t.Fatalf("--bootstrap-server %s %v: exit %d\nstdout: %q\nstderr: %q\nwant stdout %q", broker, args, r.code, r.stdout, r.stderr, want)
+		if r.Code != 0 || r.Stdout != want || r.Stderr != "" {
+			t.Fatalf("--bootstrap-server %s %v: exit %d\nstdout: %q\nstderr: %q\nwant stdout %q", broker, args, r.Code, r.Stdout, r.Stderr, want)
 		}
 	}
 	// The same command against a sidecar and against the broker.
@@ -53,10 +53,10 @@ func TestBootstrapBroker(t *testing.T) {
 		wait.For(t, time.Minute, "the same output against a broker and a sidecar for "+strings.Join(args, " "), func() bool {
 			side := cli(t, args...)
 			r := atBroker(args...)
-			last = "sidecar: " + side.stdout + side.stderr + "\nbroker: " + r.stdout + r.stderr
-			return side.code == 0 && r.code == 0 && r.stderr == "" && r.stdout == side.stdout && r.stdout != ""
+			last = "sidecar: " + side.Stdout + side.Stderr + "\nbroker: " + r.Stdout + r.Stderr
+			return side.Code == 0 && r.Code == 0 && r.Stderr == "" && r.Stdout == side.Stdout && r.Stdout != ""
 		})
-		return cli(t, args...).stdout
+		return cli(t, args...).Stdout
 	}
 
 	for _, topic := range []string{"bs-orders-us", "bs-orders-eu", "bs-orders-internal"} {
@@ -85,13 +85,13 @@ func TestBootstrapBroker(t *testing.T) {
 	mustBroker("Stopped mirroring for 2 topic(s) in mirror "+mirror+": [bs-orders-eu, bs-orders-us]\n", "--stop", "--topics", "bs-orders-.*", "--mirror", mirror)
 	wait.For(t, time.Minute, "the stopped mirror to be deleted through the broker", func() bool {
 		r := atBroker("--delete", "--mirror", mirror)
-		return r.code == 0 && r.stdout == "Deleted mirror "+mirror+"\n"
+		return r.Code == 0 && r.Stdout == "Deleted mirror "+mirror+"\n"
 	})
 
 	src := env.Source.Nodes()[0].BrokerAddr
 	r := cliAt(t, src, "--list")
 	want := "Error: --bootstrap-server " + src + " is a Kafka broker with no sidecars registered on this cluster; point --bootstrap-server at a sidecar's admin.listener\n"
-	if r.code != 1 || r.stdout != "" || r.stderr != want {
-		t.Fatalf("--list against a source broker: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+	if r.Code != 1 || r.Stdout != "" || r.Stderr != want {
+		t.Fatalf("--list against a source broker: exit %d, stdout %q, stderr %q; want %q", r.Code, r.Stdout, r.Stderr, want)
 	}
 }

@@ -25,11 +25,11 @@ func describeFaulty(t *testing.T, mirror string) (protocol.DescribedMirror, cliR
 	t.Helper()
 	r := cli(t, "--describe", "--mirror", mirror, "--json")
 	var resp protocol.DescribeClusterMirrorsResponse
-	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
-		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &resp); err != nil {
+		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	if len(resp.Mirrors) != 1 || resp.Mirrors[0].MirrorName != mirror {
-		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.stdout)
+		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.Stdout)
 	}
 	return resp.Mirrors[0], r
 }
@@ -117,8 +117,8 @@ func TestSourceClusterReplaced(t *testing.T) {
 	t.Cleanup(func() {
 		// Leave no mirror behind whose source is gone.
 		for _, args := range [][]string{{"--stop", "--topics", topic, "--mirror", mirror}, {"--delete", "--mirror", mirror}} {
-			if r := cli(t, args...); r.code != 0 {
-				t.Logf("cleanup: kafka-cluster-mirrors %v: exit %d: %s", args, r.code, r.stderr)
+			if r := cli(t, args...); r.Code != 0 {
+				t.Logf("cleanup: kafka-cluster-mirrors %v: exit %d: %s", args, r.Code, r.Stderr)
 			}
 		}
 	})
@@ -133,9 +133,9 @@ func TestSourceClusterReplaced(t *testing.T) {
 
 	// The mirror cannot be pointed at another cluster.
 	r := cli(t, "--alter", "--mirror", mirror, "--add-config", "bootstrap.servers="+env.Source.Nodes()[0].BrokerAddr)
-	if r.code == 0 || !strings.Contains(r.stderr, "INCONSISTENT_CLUSTER_ID") || !strings.Contains(r.stderr, env.Source.ID()) {
+	if r.Code == 0 || !strings.Contains(r.Stderr, "INCONSISTENT_CLUSTER_ID") || !strings.Contains(r.Stderr, env.Source.ID()) {
 		t.Fatalf("--alter of bootstrap.servers to another cluster: exit %d\nstdout: %s\nstderr: %s\nwant INCONSISTENT_CLUSTER_ID naming %s",
-			r.code, r.stdout, r.stderr, env.Source.ID())
+			r.Code, r.Stdout, r.Stderr, env.Source.ID())
 	}
 
 	// The cluster is rebuilt at the same address. Its topic of the same
@@ -159,8 +159,8 @@ func TestSourceClusterReplaced(t *testing.T) {
 		return m.ErrorCode == mirrorCode
 	})
 	m, jr := describeFaulty(t, mirror)
-	if jr.code == 0 || !strings.Contains(jr.stderr, "INCONSISTENT_CLUSTER_ID") {
-		t.Errorf("describe --json of the halted mirror: exit %d, stderr %q; want a failure naming INCONSISTENT_CLUSTER_ID", jr.code, jr.stderr)
+	if jr.Code == 0 || !strings.Contains(jr.Stderr, "INCONSISTENT_CLUSTER_ID") {
+		t.Errorf("describe --json of the halted mirror: exit %d, stderr %q; want a failure naming INCONSISTENT_CLUSTER_ID", jr.Code, jr.Stderr)
 	}
 	if msg := deref(m.ErrorMessage); !strings.Contains(msg, newID) || !strings.Contains(msg, oldID) {
 		t.Errorf("describe --json error message %q does not name both cluster IDs %s and %s", msg, oldID, newID)
@@ -169,9 +169,9 @@ func TestSourceClusterReplaced(t *testing.T) {
 		t.Errorf("describe --json shows source cluster ID %q, want the mirrored cluster's %q", m.SourceClusterId, oldID)
 	}
 	r = cli(t, "--describe", "--mirror", mirror)
-	if r.code == 0 || !strings.Contains(r.stderr, "Error for mirror "+mirror+": INCONSISTENT_CLUSTER_ID") ||
-		!strings.Contains(r.stderr, newID) || !strings.Contains(r.stdout, topic) {
-		t.Errorf("--describe: exit %d\nstdout: %s\nstderr: %s\nwant the table and INCONSISTENT_CLUSTER_ID naming %s", r.code, r.stdout, r.stderr, newID)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "Error for mirror "+mirror+": INCONSISTENT_CLUSTER_ID") ||
+		!strings.Contains(r.Stderr, newID) || !strings.Contains(r.Stdout, topic) {
+		t.Errorf("--describe: exit %d\nstdout: %s\nstderr: %s\nwant the table and INCONSISTENT_CLUSTER_ID naming %s", r.Code, r.Stdout, r.Stderr, newID)
 	}
 	wait.For(t, 10*time.Second, "the sidecar log line of the halt", func() bool {
 		return len(sidecarLogLines(t, "source cluster ID changed: mirror halted", `"mirror": "`+mirror+`"`, newID)) > 0

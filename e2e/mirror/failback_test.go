@@ -219,10 +219,10 @@ func sidecarsBesideSource(t *testing.T, mirror string) *testbed.SidecarGroup {
 	// The new raft group elects a leader first.
 	wait.For(t, time.Minute, "the mirror to be created beside the source", func() bool {
 		r = cliAt(t, g.AdminBootstrap(), "--create", "--mirror", mirror, "--mirror-config", path)
-		return r.code == 0 || strings.Contains(r.stderr, "already exists")
+		return r.Code == 0 || strings.Contains(r.Stderr, "already exists")
 	})
-	if r.code != 0 {
-		t.Fatalf("create beside the source: %s", r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("create beside the source: %s", r.Stderr)
 	}
 	return g
 }
@@ -237,8 +237,8 @@ func TestFailbackWithoutDivergence(t *testing.T) {
 	g := sidecarsBesideSource(t, mirror)
 
 	r := cliAt(t, g.AdminBootstrap(), "--start", "--topics", topic, "--mirror", mirror)
-	if want := "Started 1 mirror topic(s) in mirror fb: [fb]\n"; r.code != 0 || r.stdout != want {
-		t.Fatalf("failback start: exit %d, stdout %q (want %q), stderr %q", r.code, r.stdout, want, r.stderr)
+	if want := "Started 1 mirror topic(s) in mirror fb: [fb]\n"; r.Code != 0 || r.Stdout != want {
+		t.Fatalf("failback start: exit %d, stdout %q (want %q), stderr %q", r.Code, r.Stdout, want, r.Stderr)
 	}
 	var a, b map[int32]int64
 	wait.For(t, 2*time.Minute, "A to catch up with B", func() bool {
@@ -287,24 +287,24 @@ func TestFailbackWithDivergence(t *testing.T) {
 
 	r := cliAt(t, g.AdminBootstrap(), "--start", "--topics", topic, "--mirror", mirror)
 	want := fmt.Sprintf("partition %d diverged at offset %d: this cluster has %d records", first, common[first], a[first]-common[first])
-	if r.code != 1 || !strings.Contains(r.stderr, "Error for topic fbd: ") || !strings.Contains(r.stderr, want) ||
-		!strings.Contains(r.stderr, "--start --reseed") {
-		t.Fatalf("failback start onto a diverged topic: exit %d, stdout %q, stderr %q; want exit 1, %q and the --reseed hint", r.code, r.stdout, r.stderr, want)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "Error for topic fbd: ") || !strings.Contains(r.Stderr, want) ||
+		!strings.Contains(r.Stderr, "--start --reseed") {
+		t.Fatalf("failback start onto a diverged topic: exit %d, stdout %q, stderr %q; want exit 1, %q and the --reseed hint", r.Code, r.Stdout, r.Stderr, want)
 	}
-	t.Logf("start: %s", strings.TrimSpace(r.stderr))
+	t.Logf("start: %s", strings.TrimSpace(r.Stderr))
 
 	// Describe shows every diverged partition FAILED with its divergence.
 	desc := cliAt(t, g.AdminBootstrap(), "--describe", "--mirror", mirror)
-	if desc.code != 2 {
-		t.Fatalf("describe of FAILED partitions: exit %d, want 2: %s", desc.code, desc.stderr)
+	if desc.Code != 2 {
+		t.Fatalf("describe of FAILED partitions: exit %d, want 2: %s", desc.Code, desc.Stderr)
 	}
 	for _, p := range diverged {
 		reason := fmt.Sprintf("error: partition %d diverged at offset %d: this cluster has %d records", p, common[p], a[p]-common[p])
-		if !describeRowHas(desc.stdout, topic, p, "FAILED") || !strings.Contains(desc.stdout, reason) {
-			t.Fatalf("describe does not show partition %d FAILED with %q:\n%s", p, reason, desc.stdout)
+		if !describeRowHas(desc.Stdout, topic, p, "FAILED") || !strings.Contains(desc.Stdout, reason) {
+			t.Fatalf("describe does not show partition %d FAILED with %q:\n%s", p, reason, desc.Stdout)
 		}
 	}
-	t.Logf("describe:\n%s", desc.stdout)
+	t.Logf("describe:\n%s", desc.Stdout)
 	// Nothing mirrors onto the diverged topic: B has more records than A,
 	// so a fetcher driving it would move A's end offsets.
 	time.Sleep(5 * time.Second)
@@ -319,19 +319,19 @@ func TestFailbackWithDivergence(t *testing.T) {
 	}
 
 	r = cliAt(t, g.AdminBootstrap(), "--start", "--reseed", "--topics", topic, "--mirror", mirror)
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "Started 1 mirror topic(s) in mirror fbd: [fbd]\n") {
-		t.Fatalf("--start --reseed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.HasSuffix(r.Stdout, "Started 1 mirror topic(s) in mirror fbd: [fbd]\n") {
+		t.Fatalf("--start --reseed: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	t.Logf("reseed:\n%s", r.stdout)
-	m := regexp.MustCompile(`Copied the diverged records of topic fbd to topic (fbd\.diverged-\d{8}T\d{6}Z) `).FindStringSubmatch(r.stdout)
+	t.Logf("reseed:\n%s", r.Stdout)
+	m := regexp.MustCompile(`Copied the diverged records of topic fbd to topic (fbd\.diverged-\d{8}T\d{6}Z) `).FindStringSubmatch(r.Stdout)
 	if m == nil {
-		t.Fatalf("--start --reseed did not name the copy: %q", r.stdout)
+		t.Fatalf("--start --reseed did not name the copy: %q", r.Stdout)
 	}
 	copyTopic := m[1]
 	for _, p := range diverged {
 		line := fmt.Sprintf("  partition %d: offsets %d to %d, %d record(s)\n", p, common[p], a[p]-1, a[p]-common[p])
-		if !strings.Contains(r.stdout, line) {
-			t.Fatalf("--start --reseed output lacks %q: %q", line, r.stdout)
+		if !strings.Contains(r.Stdout, line) {
+			t.Fatalf("--start --reseed output lacks %q: %q", line, r.Stdout)
 		}
 		// The copy holds exactly those records (offsets from 0).
 		got := kcatRecords(t, env.Source, copyTopic, p, 0, -1)
@@ -358,15 +358,15 @@ func TestFailbackWithDivergence(t *testing.T) {
 	}
 	desc = cliAt(t, g.AdminBootstrap(), "--describe", "--mirror", mirror)
 	for p := range int32(2) {
-		if !describeRowHas(desc.stdout, topic, p, "MIRRORING") {
-			t.Fatalf("partition %d is not MIRRORING after the re-seed:\n%s", p, desc.stdout)
+		if !describeRowHas(desc.Stdout, topic, p, "MIRRORING") {
+			t.Fatalf("partition %d is not MIRRORING after the re-seed:\n%s", p, desc.Stdout)
 		}
 	}
 
 	// Nothing diverges any more: another re-seed is refused.
 	r = cliAt(t, g.AdminBootstrap(), "--start", "--reseed", "--topics", topic, "--mirror", mirror)
-	if r.code != 1 || !strings.Contains(r.stderr, "has no diverged partitions") {
-		t.Fatalf("second --start --reseed: exit %d, stdout %q, stderr %q; want it refused", r.code, r.stdout, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "has no diverged partitions") {
+		t.Fatalf("second --start --reseed: exit %d, stdout %q, stderr %q; want it refused", r.Code, r.Stdout, r.Stderr)
 	}
 }
 

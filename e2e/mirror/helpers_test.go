@@ -1,13 +1,10 @@
 package mirror
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,10 +23,7 @@ import (
 var wait = testwait.Every(250 * time.Millisecond)
 
 // cliResult is what one kafka-cluster-mirrors run printed.
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
+type cliResult = testbed.CLIResult
 
 // cli runs kafka-cluster-mirrors against the sidecars' admin endpoints.
 func cli(t *testing.T, args ...string) cliResult {
@@ -40,31 +34,17 @@ func cli(t *testing.T, args ...string) cliResult {
 // cliAt runs kafka-cluster-mirrors against the given admin endpoints.
 func cliAt(t *testing.T, bootstrap string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Bin.CLI, append([]string{"--bootstrap-server", bootstrap}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("kafka-cluster-mirrors %v: %v", args, err)
-	}
-	return r
+	return testbed.RunCLI(t, env.Bin.CLI, append([]string{"--bootstrap-server", bootstrap}, args...)...)
 }
 
 // mustCLI runs the CLI and fails the test unless it exits 0.
 func mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
 	r := cli(t, args...)
-	if r.code != 0 {
-		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // mirrorConfigFile writes a --mirror-config file for the source cluster
@@ -98,14 +78,14 @@ func describe(t *testing.T, mirror string) protocol.DescribedMirror {
 	t.Helper()
 	r := cli(t, "--describe", "--mirror", mirror, "--json")
 	var resp protocol.DescribeClusterMirrorsResponse
-	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
-		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &resp); err != nil {
+		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	if len(resp.Mirrors) != 1 || resp.Mirrors[0].MirrorName != mirror {
-		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.stdout)
+		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.Stdout)
 	}
-	if want := describeExitCode(resp.Mirrors); r.code != want {
-		t.Fatalf("describe of %s: exit %d, want %d\nstdout: %s\nstderr: %s", mirror, r.code, want, r.stdout, r.stderr)
+	if want := describeExitCode(resp.Mirrors); r.Code != want {
+		t.Fatalf("describe of %s: exit %d, want %d\nstdout: %s\nstderr: %s", mirror, r.Code, want, r.Stdout, r.Stderr)
 	}
 	return resp.Mirrors[0]
 }

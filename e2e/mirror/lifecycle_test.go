@@ -101,8 +101,8 @@ func TestLifecycle(t *testing.T) {
 	compareAll(t, "life-eu", partitions)
 
 	r := cli(t, "--delete", "--mirror", mirror)
-	if r.code == 0 || !strings.Contains(r.stderr, "stop") {
-		t.Fatalf("deleting a mirror with mirroring topics: exit %d, stderr %q; want a refusal", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "stop") {
+		t.Fatalf("deleting a mirror with mirroring topics: exit %d, stderr %q; want a refusal", r.Code, r.Stderr)
 	}
 
 	start := time.Now()
@@ -196,12 +196,12 @@ func TestLifecycleBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cli(t, tc.args...)
-			if r.code == 0 {
-				t.Fatalf("exit 0, want an error; stdout %q", r.stdout)
+			if r.Code == 0 {
+				t.Fatalf("exit 0, want an error; stdout %q", r.Stdout)
 			}
-			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-			if len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {
-				t.Fatalf("stderr %q, want one line containing %q", r.stderr, tc.want)
+			lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(r.Stderr, tc.want) {
+				t.Fatalf("stderr %q, want one line containing %q", r.Stderr, tc.want)
 			}
 		})
 	}

@@ -247,7 +247,7 @@ func TestRaftLeaderFailover(t *testing.T) {
 	var r cliResult
 	wait.For(t, time.Minute, "the other sidecars to accept a new mirror", func() bool {
 		r = cliAt(t, bootstrap, "--create", "--mirror", "after-failover", "--mirror-config", mirrorConfigFile(t, nil))
-		return r.code == 0 || strings.Contains(r.stderr, "already exists")
+		return r.Code == 0 || strings.Contains(r.Stderr, "already exists")
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -256,7 +256,7 @@ func TestRaftLeaderFailover(t *testing.T) {
 	}
 	wait.For(t, time.Minute, "the restarted sidecar to know the new mirror", func() bool {
 		r := cliAt(t, leader.AdminAddr, "--list")
-		return r.code == 0 && strings.Contains(r.stdout, "after-failover")
+		return r.Code == 0 && strings.Contains(r.Stdout, "after-failover")
 	})
 }
 
@@ -295,12 +295,12 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cli(t, tc.args...)
-			if r.code == 0 {
-				t.Fatalf("exit 0, want an error; stdout %q", r.stdout)
+			if r.Code == 0 {
+				t.Fatalf("exit 0, want an error; stdout %q", r.Stdout)
 			}
-			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-			if len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {
-				t.Fatalf("stderr %q, want one line containing %q", r.stderr, tc.want)
+			lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(r.Stderr, tc.want) {
+				t.Fatalf("stderr %q, want one line containing %q", r.Stderr, tc.want)
 			}
 			if after := snapshot(); after != before {
 				t.Fatalf("the bad request changed the mirrors:\nbefore:\n%s\nafter:\n%s", before, after)

@@ -41,7 +41,7 @@ func restartSidecars(t *testing.T, edit func(*testbed.Sidecar) error) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("start the sidecars: %v", err)
 	}
-	wait.For(t, time.Minute, "the sidecars to answer --list", func() bool { return cli(t, "--list").code == 0 })
+	wait.For(t, time.Minute, "the sidecars to answer --list", func() bool { return cli(t, "--list").Code == 0 })
 }
 
 // createACLsEverywhere creates ACLs on the destination and waits until
@@ -108,10 +108,10 @@ func TestReadOnlyDefaultConfig(t *testing.T) {
 
 	// No ACL applies to the topic: refused, naming the key, nothing made.
 	r := cli(t, "--start", "--topics", open, "--mirror", mirror)
-	if r.code == 0 || !strings.Contains(r.stderr, key+"=true or =false") || !strings.Contains(r.stderr, "does not reveal its value") {
-		t.Fatalf("--start of a topic without ACLs: exit %d\nstdout: %s\nstderr: %s\nwant a refusal naming %s", r.code, r.stdout, r.stderr, key)
+	if r.Code == 0 || !strings.Contains(r.Stderr, key+"=true or =false") || !strings.Contains(r.Stderr, "does not reveal its value") {
+		t.Fatalf("--start of a topic without ACLs: exit %d\nstdout: %s\nstderr: %s\nwant a refusal naming %s", r.Code, r.Stdout, r.Stderr, key)
 	}
-	t.Logf("the refusal: %s", strings.TrimSpace(r.stderr))
+	t.Logf("the refusal: %s", strings.TrimSpace(r.Stderr))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, env.Destination, testbed.Admin))

@@ -82,11 +82,11 @@ func TestSecretFileReference(t *testing.T) {
 	run := func(args ...string) string {
 		t.Helper()
 		r := cli(t, args...)
-		outputs = append(outputs, r.stdout, r.stderr)
-		if r.code != 0 {
-			t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+		outputs = append(outputs, r.Stdout, r.Stderr)
+		if r.Code != 0 {
+			t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
 		}
-		return r.stdout
+		return r.Stdout
 	}
 	run("--create", "--mirror", mirror, "--mirror-config", cfgPath)
 	t.Cleanup(func() { cli(t, "--delete", "--mirror", mirror) })
@@ -181,7 +181,7 @@ func TestSecretFileReference(t *testing.T) {
 	var reason string
 	wait.For(t, time.Minute, topic+"-0 FAILED on sidecar "+strconv.Itoa(int(owner))+" without the secret file", func() bool {
 		r := cli(t, "--describe", "--mirror", mirror)
-		outputs = append(outputs, r.stdout, r.stderr)
+		outputs = append(outputs, r.Stdout, r.Stderr)
 		for _, tp := range describe(t, mirror).Topics {
 			for _, pd := range tp.Partitions {
 				if pd.PartitionIndex == 0 && pd.State == "FAILED" && pd.OwnerBrokerId == owner {

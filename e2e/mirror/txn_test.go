@@ -424,15 +424,15 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 	// --describe --failed shows it with RETRY NonRetryable and the reason
 	// as columns, and exits 3.
 	r := cli(t, "--describe", "--failed", "--mirror", mirror)
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if r.code != 3 || len(lines) != 2 || !strings.HasSuffix(lines[0], " STATE           RETRY         ERROR") {
-		t.Fatalf("--describe --failed: exit %d, want 2 and a header and one row:\n%s%s", r.code, r.stdout, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
+	if r.Code != 3 || len(lines) != 2 || !strings.HasSuffix(lines[0], " STATE           RETRY         ERROR") {
+		t.Fatalf("--describe --failed: exit %d, want 2 and a header and one row:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if f := strings.Fields(lines[1]); len(f) < 9 || f[0] != mirror || f[1] != topic || f[2] != "0" || f[6] != "FAILED" || f[7] != "NonRetryable" ||
 		!strings.Contains(lines[1], "aborted or fenced") {
 		t.Fatalf("--describe --failed row %q: want partition 0 FAILED, NonRetryable, with the reason", lines[1])
 	}
-	t.Logf("--describe --failed:\n%s", r.stdout)
+	t.Logf("--describe --failed:\n%s", r.Stdout)
 
 	// --recover restarts it (the operator accepts the aborted records); it
 	// mirrors again, and --describe --failed is empty and exits 0.
@@ -449,7 +449,7 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 		}
 		return true
 	})
-	if r := cli(t, "--describe", "--failed", "--mirror", mirror); r.code != 0 || strings.Count(r.stdout, "\n") != 1 {
-		t.Fatalf("--describe --failed after --recover: exit %d, want 0 and only the header:\n%s%s", r.code, r.stdout, r.stderr)
+	if r := cli(t, "--describe", "--failed", "--mirror", mirror); r.Code != 0 || strings.Count(r.Stdout, "\n") != 1 {
+		t.Fatalf("--describe --failed after --recover: exit %d, want 0 and only the header:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -75,8 +75,8 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 	}
 	// The table shows the reason under the FAILED row.
 	r := cli(t, "--describe", "--mirror", mirror)
-	if r.code != 3 || !strings.Contains(r.stdout, "FAILED") || !strings.Contains(r.stdout, "error: ") {
-		t.Fatalf("describe does not show the failure (exit %d, want 2):\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 3 || !strings.Contains(r.Stdout, "FAILED") || !strings.Contains(r.Stdout, "error: ") {
+		t.Fatalf("describe does not show the failure (exit %d, want 2):\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// --start on a topic with a FAILED partition restarts it (the manual
@@ -88,7 +88,7 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 	createSourceTopic(t, "unsup-ok", 1, nil)
 	mustCLI(t, "--start", "--topics", "unsup-ok", "--mirror", mirror)
 	r = cli(t, "--start", "--topics", "unsup-ok", "--mirror", mirror)
-	if r.code == 0 || !strings.Contains(r.stderr, "already active") {
-		t.Fatalf("starting a mirroring topic again: exit %d, stderr %q; want a refusal saying it is already active", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "already active") {
+		t.Fatalf("starting a mirroring topic again: exit %d, stderr %q; want a refusal saying it is already active", r.Code, r.Stderr)
 	}
 }

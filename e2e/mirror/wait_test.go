@@ -25,19 +25,19 @@ func TestStartWait(t *testing.T) {
 	r := cliAt(t, env.Sidecars.AdminBootstrap(), "--star", "--topics", topic, "--mirror", mirror, "--wait", "--timeout", "3m", "--interval", "500ms")
 	dst := endOffsets(t, env.Destination, topic)
 	want := fmt.Sprintf("Started 1 mirror topic(s) in mirror %s: [%s]\nCaught up: 3 partition(s) of 1 topic(s) in mirror %s are MIRRORING with lag 0 (after ", mirror, topic, mirror)
-	if r.code != 0 || !strings.HasPrefix(r.stdout, want) {
-		t.Fatalf("--start --wait: exit %d\nstdout: %s\nstderr: %s\nwant stdout starting %q", r.code, r.stdout, r.stderr, want)
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, want) {
+		t.Fatalf("--start --wait: exit %d\nstdout: %s\nstderr: %s\nwant stdout starting %q", r.Code, r.Stdout, r.Stderr, want)
 	}
-	t.Logf("--start --wait: %s%s", r.stdout, r.stderr)
+	t.Logf("--start --wait: %s%s", r.Stdout, r.Stderr)
 	if !maps.Equal(src, dst) {
 		t.Fatalf("when --wait returned the destination ended at %v, the source at %v", dst, src)
 	}
 
 	r = cli(t, "--desc", "--topics", "wait.*", "--state", "mirroring", "--mirror", mirror)
-	if r.code != 0 || strings.Count(r.stdout, " MIRRORING\n") != 3 {
-		t.Fatalf("--describe --topics --state: exit %d, want 0 and 3 MIRRORING rows:\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || strings.Count(r.Stdout, " MIRRORING\n") != 3 {
+		t.Fatalf("--describe --topics --state: exit %d, want 0 and 3 MIRRORING rows:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := cli(t, "--describe", "--st", "FAILED", "--mirror", mirror); r.code != 1 || !strings.Contains(r.stderr, "ambiguous") {
-		t.Fatalf("an ambiguous prefix: exit %d, stderr %q; want 1 naming the candidates", r.code, r.stderr)
+	if r := cli(t, "--describe", "--st", "FAILED", "--mirror", mirror); r.Code != 1 || !strings.Contains(r.Stderr, "ambiguous") {
+		t.Fatalf("an ambiguous prefix: exit %d, stderr %q; want 1 naming the candidates", r.Code, r.Stderr)
 	}
 }

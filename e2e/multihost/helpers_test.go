@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -39,30 +38,13 @@ func dumpLogs(t *testing.T) {
 }
 
 // cliResult is what one kafka-cluster-mirrors run printed.
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
+type cliResult = testbed.CLIResult
 
 // cliAt runs kafka-cluster-mirrors from the root namespace against the
 // given admin endpoints.
 func cliAt(t *testing.T, bootstrap string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Bin.CLI, append([]string{"--bootstrap-server", bootstrap}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("kafka-cluster-mirrors %v: %v", args, err)
-	}
-	return r
+	return testbed.RunCLI(t, env.Bin.CLI, append([]string{"--bootstrap-server", bootstrap}, args...)...)
 }
 
 // mustCLIAt runs the CLI against bootstrap and fails the test unless it
@@ -70,10 +52,10 @@ func cliAt(t *testing.T, bootstrap string, args ...string) cliResult {
 func mustCLIAt(t *testing.T, bootstrap string, args ...string) string {
 	t.Helper()
 	r := cliAt(t, bootstrap, args...)
-	if r.code != 0 {
-		t.Fatalf("kafka-cluster-mirrors --bootstrap-server %s %v: exit %d\nstdout: %s\nstderr: %s", bootstrap, args, r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("kafka-cluster-mirrors --bootstrap-server %s %v: exit %d\nstdout: %s\nstderr: %s", bootstrap, args, r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // mustCLI runs the CLI against every sidecar.
@@ -109,11 +91,11 @@ func describeAt(t *testing.T, bootstrap, mirror string) protocol.DescribedMirror
 	t.Helper()
 	r := cliAt(t, bootstrap, "--describe", "--mirror", mirror, "--json")
 	var resp protocol.DescribeClusterMirrorsResponse
-	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil {
-		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &resp); err != nil {
+		t.Fatalf("describe --json (exit %d) printed unparsable output: %v\n%s\n%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	if len(resp.Mirrors) != 1 || resp.Mirrors[0].MirrorName != mirror {
-		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.stdout)
+		t.Fatalf("describe of %s returned %d mirrors: %s", mirror, len(resp.Mirrors), r.Stdout)
 	}
 	want := 0 // 2 with a FAILED partition
 	for _, tp := range resp.Mirrors[0].Topics {
@@ -123,8 +105,8 @@ func describeAt(t *testing.T, bootstrap, mirror string) protocol.DescribedMirror
 			}
 		}
 	}
-	if r.code != want {
-		t.Fatalf("describe of %s: exit %d, want %d\nstdout: %s\nstderr: %s", mirror, r.code, want, r.stdout, r.stderr)
+	if r.Code != want {
+		t.Fatalf("describe of %s: exit %d, want %d\nstdout: %s\nstderr: %s", mirror, r.Code, want, r.Stdout, r.Stderr)
 	}
 	return resp.Mirrors[0]
 }

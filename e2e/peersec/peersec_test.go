@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -226,18 +225,18 @@ func TestPeerSecurity(t *testing.T) {
 
 	t.Run("the )|( pattern", func(t *testing.T) {
 		r := cli(t, "--stop", "--topics", topic+")|(.*", "--mirror", mirror)
-		if r.code == 0 {
-			t.Errorf("--stop with %q succeeded:\n%s%s", topic+")|(.*", r.stdout, r.stderr)
+		if r.Code == 0 {
+			t.Errorf("--stop with %q succeeded:\n%s%s", topic+")|(.*", r.Stdout, r.Stderr)
 		}
-		if !strings.Contains(r.stdout+r.stderr, "not a valid regular expression") {
-			t.Errorf("the refusal does not say why:\n%s%s", r.stdout, r.stderr)
+		if !strings.Contains(r.Stdout+r.Stderr, "not a valid regular expression") {
+			t.Errorf("the refusal does not say why:\n%s%s", r.Stdout, r.Stderr)
 		}
 	})
 
 	t.Run("adding a sidecar nobody runs", func(t *testing.T) {
 		r := cli(t, "--add-sidecar", "--broker-id", "99", "--raft-address", "127.0.0.1:1", "--admin-address", "127.0.0.1:2")
-		if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "cannot be added") {
-			t.Errorf("--add-sidecar of broker 99 at 127.0.0.1:1: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		if r.Code == 0 || !strings.Contains(r.Stdout+r.Stderr, "cannot be added") {
+			t.Errorf("--add-sidecar of broker 99 at 127.0.0.1:1: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 		}
 	})
 
@@ -345,37 +344,21 @@ func do(t *testing.T, addr string, req protocol.Request, opts ...protocol.Client
 	return resp
 }
 
-type cliResult struct {
-	stdout, stderr string
-	code           int
-}
+// cliResult is what one kafka-cluster-mirrors run printed.
+type cliResult = testbed.CLIResult
 
 func cli(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Bin.CLI, append([]string{"--bootstrap-server", env.Sidecars.AdminBootstrap()}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("kafka-cluster-mirrors %v: %v", args, err)
-	}
-	return r
+	return testbed.RunCLI(t, env.Bin.CLI, append([]string{"--bootstrap-server", env.Sidecars.AdminBootstrap()}, args...)...)
 }
 
 func mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
 	r := cli(t, args...)
-	if r.code != 0 {
-		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 func describe(t *testing.T, mirror string) protocol.DescribedMirror {

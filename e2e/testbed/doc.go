@@ -59,6 +59,7 @@
 //	mm2.go      MirrorMaker: a dedicated-mode MirrorMaker 2 JVM and its mm2.properties
 //	process.go  starting processes that die with the test process; KillAll
 //	clients.go  franz-go options, client properties and kcat arguments per cluster
+//	cli.go      RunCLI: one run of the kafka-cluster-mirrors binary, its output and exit code
 //	measure.go  end offsets, CPU of sidecars, nodes and processes, summed metrics, peak RSS
 //	netns.go    Network and Host: the bridge, the namespaces, stale-run cleanup
 //	reaper.go   the process that removes a crashed run's network
