@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -72,11 +71,33 @@ const pomTemplate = `<project xmlns="http://maven.apache.org/POM/4.0.0">
 // (test packages run in parallel) wait for each other through a file lock.
 // progress, if not nil, receives a line when a download starts.
 func Resolve(ctx context.Context, version string, progress func(string)) (Distribution, error) {
+	return resolveJars(ctx, jarSet{
+		dir: "kafka", pom: pomTemplate, artifact: "org.apache.kafka:kafka_2.13",
+		what: "Kafka's jars", start: "resolving Apache Kafka " + version,
+	}, version, progress)
+}
+
+// jarSet is a set of jars that resolveJars resolves with Maven: a pom whose
+// dependencies they are (a template of the version and log4j's), and the
+// words of its messages.
+type jarSet struct {
+	dir      string // under the cache: <cache>/<dir>/<version>
+	pom      string
+	artifact string // groupId:artifactId named when Maven fails
+	what     string // "Kafka's jars", when mvn is missing
+	start    string // the progress line's start
+}
+
+// resolveJars resolves set's jars of version into <cache>/<set.dir>/<version>
+// on first use: Maven copies the pom's runtime dependencies into a staging
+// directory that replaces libs/ whole, and a "complete" file marks the
+// result. A file lock serializes concurrent callers.
+func resolveJars(ctx context.Context, set jarSet, version string, progress func(string)) (Distribution, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return Distribution{}, err
 	}
-	root := filepath.Join(cache, "kafka", version)
+	root := filepath.Join(cache, set.dir, version)
 	dist := Distribution{Version: version, LibDir: filepath.Join(root, "libs")}
 	done := filepath.Join(root, "complete")
 	if _, err := os.Stat(done); err == nil {
@@ -98,13 +119,13 @@ func Resolve(ctx context.Context, version string, progress func(string)) (Distri
 		return dist, nil // another process resolved it while we waited
 	}
 	if _, err := exec.LookPath("mvn"); err != nil {
-		return Distribution{}, errors.New("testbed: mvn not found on PATH: install Maven (apt-get install maven) to resolve Kafka's jars")
+		return Distribution{}, fmt.Errorf("testbed: mvn not found on PATH: install Maven (apt-get install maven) to resolve %s", set.what)
 	}
 	if progress != nil {
-		progress(fmt.Sprintf("resolving Apache Kafka %s with Maven into %s", version, root))
+		progress(fmt.Sprintf("%s with Maven into %s", set.start, root))
 	}
 	pom := filepath.Join(root, "pom.xml")
-	if err := os.WriteFile(pom, fmt.Appendf(nil, pomTemplate, version, log4jSLF4JVersion), 0o644); err != nil {
+	if err := os.WriteFile(pom, fmt.Appendf(nil, set.pom, version, log4jSLF4JVersion), 0o644); err != nil {
 		return Distribution{}, fmt.Errorf("testbed: %w", err)
 	}
 	staging := filepath.Join(root, "libs.partial")
@@ -113,7 +134,7 @@ func Resolve(ctx context.Context, version string, progress func(string)) (Distri
 		dependencyPlugin+":copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory="+staging)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return Distribution{}, fmt.Errorf("testbed: maven could not resolve org.apache.kafka:kafka_2.13:%s: %w\n%s", version, err, tail(string(out), 40))
+		return Distribution{}, fmt.Errorf("testbed: maven could not resolve %s:%s: %w\n%s", set.artifact, version, err, tail(string(out), 40))
 	}
 	_ = os.RemoveAll(dist.LibDir)
 	if err := os.Rename(staging, dist.LibDir); err != nil {

@@ -2,12 +2,6 @@ package testbed
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 )
 
 const mm2PomTemplate = `<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -31,55 +25,8 @@ const mm2PomTemplate = `<project xmlns="http://maven.apache.org/POM/4.0.0">
 // resolves the brokers' jars. The directory holds everything the dedicated
 // MirrorMaker JVM needs (kafka-clients included), apart from the brokers'.
 func ResolveMirrorMaker(ctx context.Context, version string, progress func(string)) (Distribution, error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return Distribution{}, err
-	}
-	root := filepath.Join(cache, "mirrormaker2", version)
-	dist := Distribution{Version: version, LibDir: filepath.Join(root, "libs")}
-	done := filepath.Join(root, "complete")
-	if _, err := os.Stat(done); err == nil {
-		return dist, nil
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return Distribution{}, fmt.Errorf("testbed: create %s: %w", root, err)
-	}
-	lock, err := os.OpenFile(filepath.Join(root, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return Distribution{}, fmt.Errorf("testbed: %w", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return Distribution{}, fmt.Errorf("testbed: lock %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
-	if _, err := os.Stat(done); err == nil {
-		return dist, nil
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		return Distribution{}, errors.New("testbed: mvn not found on PATH: install Maven (apt-get install maven) to resolve MirrorMaker 2's jars")
-	}
-	if progress != nil {
-		progress(fmt.Sprintf("resolving MirrorMaker 2 (connect-mirror %s) with Maven into %s", version, root))
-	}
-	pom := filepath.Join(root, "pom.xml")
-	if err := os.WriteFile(pom, fmt.Appendf(nil, mm2PomTemplate, version, log4jSLF4JVersion), 0o644); err != nil {
-		return Distribution{}, fmt.Errorf("testbed: %w", err)
-	}
-	staging := filepath.Join(root, "libs.partial")
-	_ = os.RemoveAll(staging)
-	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom,
-		dependencyPlugin+":copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory="+staging)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return Distribution{}, fmt.Errorf("testbed: maven could not resolve org.apache.kafka:connect-mirror:%s: %w\n%s", version, err, tail(string(out), 40))
-	}
-	_ = os.RemoveAll(dist.LibDir)
-	if err := os.Rename(staging, dist.LibDir); err != nil {
-		return Distribution{}, fmt.Errorf("testbed: %w", err)
-	}
-	if err := os.WriteFile(done, []byte(version+"\n"), 0o644); err != nil {
-		return Distribution{}, fmt.Errorf("testbed: %w", err)
-	}
-	return dist, nil
+	return resolveJars(ctx, jarSet{
+		dir: "mirrormaker2", pom: mm2PomTemplate, artifact: "org.apache.kafka:connect-mirror",
+		what: "MirrorMaker 2's jars", start: "resolving MirrorMaker 2 (connect-mirror " + version + ")",
+	}, version, progress)
 }
