@@ -144,34 +144,23 @@ func (a *admin) authorize(z authorizer, req protocol.Request) protocol.Response 
 // allowed ones and the answers are merged in request order.
 func (a *admin) authorizeAlterConfigs(z authorizer, r *protocol.IncrementalAlterConfigsRequest,
 	handle func(*protocol.IncrementalAlterConfigsRequest) protocol.Response) protocol.Response {
-	allowed := *r
-	allowed.Resources = nil
-	denied := map[int]protocol.AlterConfigsResourceResponse{}
-	for i, res := range r.Resources {
-		if res.ResourceType == protocol.ResourceTypeClusterMirror && !z.mirror(acl.OpAlterConfigs, res.ResourceName) {
-			denied[i] = protocol.AlterConfigsResourceResponse{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
-				ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpAlterConfigs, acl.ResourceClusterMirror, res.ResourceName))}
-			continue
+	allowed, denied := splitDenied(r.Resources, func(res protocol.AlterConfigsResource) (protocol.AlterConfigsResourceResponse, bool) {
+		if res.ResourceType != protocol.ResourceTypeClusterMirror || z.mirror(acl.OpAlterConfigs, res.ResourceName) {
+			return protocol.AlterConfigsResourceResponse{}, false
 		}
-		allowed.Resources = append(allowed.Resources, res)
-	}
+		return protocol.AlterConfigsResourceResponse{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
+			ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpAlterConfigs, acl.ResourceClusterMirror, res.ResourceName))}, true
+	})
 	if len(denied) == 0 {
 		return handle(r)
 	}
 	var answered []protocol.AlterConfigsResourceResponse
-	if len(allowed.Resources) > 0 {
-		answered = handle(&allowed).(*protocol.IncrementalAlterConfigsResponse).Responses
+	if len(allowed) > 0 {
+		req := *r
+		req.Resources = allowed
+		answered = handle(&req).(*protocol.IncrementalAlterConfigsResponse).Responses
 	}
-	out := &protocol.IncrementalAlterConfigsResponse{}
-	for i := range r.Resources {
-		if d, ok := denied[i]; ok {
-			out.Responses = append(out.Responses, d)
-		} else if len(answered) > 0 {
-			out.Responses = append(out.Responses, answered[0])
-			answered = answered[1:]
-		}
-	}
-	return out
+	return &protocol.IncrementalAlterConfigsResponse{Responses: mergeDenied(len(r.Resources), denied, answered)}
 }
 
 // authorizeDescribeConfigs does for DescribeConfigs what
@@ -179,30 +168,48 @@ func (a *admin) authorizeAlterConfigs(z authorizer, r *protocol.IncrementalAlter
 // DESCRIBE_CONFIGS.
 func (a *admin) authorizeDescribeConfigs(z authorizer, r *protocol.DescribeConfigsRequest,
 	handle func(*protocol.DescribeConfigsRequest) protocol.Response) protocol.Response {
-	allowed := *r
-	allowed.Resources = nil
-	denied := map[int]protocol.DescribeConfigsResult{}
-	for i, res := range r.Resources {
-		if res.ResourceType == protocol.ResourceTypeClusterMirror && !z.mirror(acl.OpDescribeConfigs, res.ResourceName) {
-			denied[i] = protocol.DescribeConfigsResult{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
-				ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpDescribeConfigs, acl.ResourceClusterMirror, res.ResourceName))}
-			continue
+	allowed, denied := splitDenied(r.Resources, func(res protocol.DescribeConfigsResource) (protocol.DescribeConfigsResult, bool) {
+		if res.ResourceType != protocol.ResourceTypeClusterMirror || z.mirror(acl.OpDescribeConfigs, res.ResourceName) {
+			return protocol.DescribeConfigsResult{}, false
 		}
-		allowed.Resources = append(allowed.Resources, res)
-	}
+		return protocol.DescribeConfigsResult{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
+			ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpDescribeConfigs, acl.ResourceClusterMirror, res.ResourceName))}, true
+	})
 	if len(denied) == 0 {
 		return handle(r)
 	}
 	var answered []protocol.DescribeConfigsResult
-	if len(allowed.Resources) > 0 {
-		answered = handle(&allowed).(*protocol.DescribeConfigsResponse).Results
+	if len(allowed) > 0 {
+		req := *r
+		req.Resources = allowed
+		answered = handle(&req).(*protocol.DescribeConfigsResponse).Results
 	}
-	out := &protocol.DescribeConfigsResponse{}
-	for i := range r.Resources {
+	return &protocol.DescribeConfigsResponse{Results: mergeDenied(len(r.Resources), denied, answered)}
+}
+
+// splitDenied returns the resources deny lets through, in order, and the
+// answers of those it denies, by their index in resources.
+func splitDenied[R, A any](resources []R, deny func(R) (A, bool)) (allowed []R, denied map[int]A) {
+	denied = map[int]A{}
+	for i, res := range resources {
+		if d, ok := deny(res); ok {
+			denied[i] = d
+			continue
+		}
+		allowed = append(allowed, res)
+	}
+	return allowed, denied
+}
+
+// mergeDenied answers n resources in request order: a denied one with its
+// denial, the others with the next of answered (the allowed ones' answers).
+func mergeDenied[A any](n int, denied map[int]A, answered []A) []A {
+	var out []A
+	for i := range n {
 		if d, ok := denied[i]; ok {
-			out.Results = append(out.Results, d)
+			out = append(out, d)
 		} else if len(answered) > 0 {
-			out.Results = append(out.Results, answered[0])
+			out = append(out, answered[0])
 			answered = answered[1:]
 		}
 	}
