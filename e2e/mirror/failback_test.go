@@ -295,8 +295,8 @@ func TestFailbackWithDivergence(t *testing.T) {
 
 	// Describe shows every diverged partition FAILED with its divergence.
 	desc := cliAt(t, g.AdminBootstrap(), "--describe", "--mirror", mirror)
-	if desc.Code != 2 {
-		t.Fatalf("describe of FAILED partitions: exit %d, want 2: %s", desc.Code, desc.Stderr)
+	if desc.Code != 3 {
+		t.Fatalf("describe of FAILED partitions: exit %d, want 3: %s", desc.Code, desc.Stderr)
 	}
 	for _, p := range diverged {
 		reason := fmt.Sprintf("error: partition %d diverged at offset %d: this cluster has %d records", p, common[p], a[p]-common[p])

@@ -212,13 +212,15 @@ func TestLifecycleBadInput(t *testing.T) {
 }
 
 // stripOffsets drops the lines of describe --json that move on their own
-// (offsets, lag, owners), keeping names, states, errors and configs.
+// (offsets, lag in records and in time, the last fetch, owners), keeping
+// names, states, errors and configs.
 func stripOffsets(s string) string {
 	var keep []string
 	for _, line := range strings.Split(s, "\n") {
 		l := strings.TrimSpace(line)
 		if strings.HasPrefix(l, `"sourceOffset"`) || strings.HasPrefix(l, `"destinationOffset"`) ||
-			strings.HasPrefix(l, `"lag"`) || strings.HasPrefix(l, `"ownerBrokerId"`) || strings.HasPrefix(l, `"lastError"`) {
+			strings.HasPrefix(l, `"lag"`) || strings.HasPrefix(l, `"ownerBrokerId"`) || strings.HasPrefix(l, `"lastError"`) ||
+			strings.HasPrefix(l, `"lagTimeMs"`) || strings.HasPrefix(l, `"lastFetchTimestampMs"`) {
 			continue
 		}
 		keep = append(keep, l)

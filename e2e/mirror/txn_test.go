@@ -426,7 +426,7 @@ func TestDestinationAbortsReplayedTransaction(t *testing.T) {
 	r := cli(t, "--describe", "--failed", "--mirror", mirror)
 	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
 	if r.Code != 3 || len(lines) != 2 || !strings.HasSuffix(lines[0], " STATE           RETRY         ERROR") {
-		t.Fatalf("--describe --failed: exit %d, want 2 and a header and one row:\n%s%s", r.Code, r.Stdout, r.Stderr)
+		t.Fatalf("--describe --failed: exit %d, want 3 and a header and one row:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if f := strings.Fields(lines[1]); len(f) < 9 || f[0] != mirror || f[1] != topic || f[2] != "0" || f[6] != "FAILED" || f[7] != "NonRetryable" ||
 		!strings.Contains(lines[1], "aborted or fenced") {

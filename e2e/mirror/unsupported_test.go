@@ -76,7 +76,7 @@ func TestUnsupportedBatchFailsOnlyItsPartition(t *testing.T) {
 	// The table shows the reason under the FAILED row.
 	r := cli(t, "--describe", "--mirror", mirror)
 	if r.Code != 3 || !strings.Contains(r.Stdout, "FAILED") || !strings.Contains(r.Stdout, "error: ") {
-		t.Fatalf("describe does not show the failure (exit %d, want 2):\n%s%s", r.Code, r.Stdout, r.Stderr)
+		t.Fatalf("describe does not show the failure (exit %d, want 3):\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// --start on a topic with a FAILED partition restarts it (the manual
