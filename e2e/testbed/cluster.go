@@ -638,26 +638,6 @@ func newClusterID() string {
 	}
 }
 
-// freePorts reserves n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("testbed: no free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // log4jConfig sends the broker's logs to standard output, which the test bed
 // writes to the node's log file.
 const log4jConfig = `status = warn

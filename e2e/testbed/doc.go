@@ -67,5 +67,6 @@
 //	disk.go     tmpfs log directories (ClusterOptions.LogDirTmpfsMB), Node.FillLogDir and FreeLogDir
 //	tls.go      SecureListeners (SASL_SSL with SCRAM, mTLS, OAUTHBEARER listeners) and PKI (certificates and stores)
 //	proxy.go    Proxy: a TCP proxy with latency, cut, blackhole and byte counts
+//	ports.go    free loopback ports for the loopback bed, below the ephemeral range
 //	doc.go      this overview
 package testbed
