@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 )
@@ -26,6 +27,9 @@ type Destination struct {
 	// allowEveryone is the operator's statement of the brokers'
 	// allow.everyone.if.no.acl.found: "auto", "true" or "false".
 	allowEveryone string
+	// probe, if set, finds out with "auto" what brokers that hide the
+	// value do (authzprobe.go).
+	probe *authzProbe
 }
 
 // NewDestination returns a Destination using cl. allowEveryone is "auto"
@@ -35,6 +39,16 @@ func NewDestination(cl *kgo.Client, allowEveryone string) *Destination {
 		allowEveryone = "auto"
 	}
 	return &Destination{cl: cl, allowEveryone: allowEveryone}
+}
+
+// WithAuthorizerProbe lets "auto" probe the authorizer of brokers whose
+// allow.everyone.if.no.acl.found Kafka does not reveal (authzprobe.go):
+// dial gives the options of a client that logs in as a temporary SCRAM
+// user, localBroker is the broker this sidecar runs beside, probed first.
+// It returns d.
+func (d *Destination) WithAuthorizerProbe(dial ProbeDialer, localBroker int32, log *zap.Logger) *Destination {
+	d.probe = newAuthzProbe(d.cl, dial, localBroker, log)
+	return d
 }
 
 // maxTimestampDiff is Long.MAX_VALUE: mirrored records keep their source
@@ -289,12 +303,14 @@ const allowEveryoneKey = "allow.everyone.if.no.acl.found"
 // allowsEveryone reports whether the brokers let everyone do everything on
 // resources without ACLs (allow.everyone.if.no.acl.found). With "auto" it
 // asks every broker for its own configuration (see brokerAllowEveryone and
-// decideAllowEveryone): only a broker that does not set the key gives a
-// certain answer (false, Kafka's default), since Kafka hides the value of a
-// key it does not know, and the authorizer's keys are such keys. When a
-// broker sets it, or the brokers disagree, it returns an error naming
-// readonly.allow.everyone.if.no.acl.found, which the operator sets to what
-// the brokers do; the start of a topic that needs the answer fails with it.
+// decideAllowEveryone): a broker that does not set the key gives a certain
+// answer (false, Kafka's default); Kafka hides the value of a key it does
+// not know, and the authorizer's keys are such keys, so a broker that sets
+// it is probed (authzprobe.go), when the Destination has a probe. When a
+// broker's answer stays unknown, or the brokers disagree, it returns an
+// error naming readonly.allow.everyone.if.no.acl.found, which the operator
+// sets to what the brokers do; the start of a topic that needs the answer
+// fails with it.
 func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
 	switch d.allowEveryone {
 	case "true":
@@ -310,7 +326,9 @@ func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
 	}
 	var settings []brokerAllowEveryone
 	var unreachable []string
+	asked := map[int32]kmsg.MetadataResponseBroker{}
 	for _, b := range mresp.Brokers {
+		asked[b.NodeID] = b
 		req := kmsg.NewPtrDescribeConfigsRequest()
 		r := kmsg.NewDescribeConfigsRequestResource()
 		r.ResourceType = kmsg.ConfigResourceTypeBroker
@@ -337,7 +355,35 @@ func (d *Destination) allowsEveryone(ctx context.Context) (bool, error) {
 	// A broker that does not answer now is judged by the others: brokers
 	// of one cluster are configured alike, and a start must not wait for
 	// every broker to be up.
-	return decideAllowEveryone(settings)
+	return decideAllowEveryone(d.probeHidden(ctx, settings, asked))
+}
+
+// probeHidden fills in the probed answer of each broker of settings that
+// sets allow.everyone.if.no.acl.found without revealing it, and returns
+// settings with why the probe failed for the brokers it could not tell.
+func (d *Destination) probeHidden(ctx context.Context, settings []brokerAllowEveryone, brokers map[int32]kmsg.MetadataResponseBroker) ([]brokerAllowEveryone, string) {
+	if d.probe == nil {
+		return settings, ""
+	}
+	var hidden []kmsg.MetadataResponseBroker
+	var ids []int32
+	for _, s := range settings {
+		if s.set && s.value == nil {
+			hidden = append(hidden, brokers[s.broker])
+			ids = append(ids, s.broker)
+		}
+	}
+	if len(hidden) == 0 {
+		return settings, ""
+	}
+	results := d.probe.probeBrokers(ctx, hidden)
+	for i, s := range settings {
+		if r, ok := results[s.broker]; ok && s.set && s.value == nil && r.err == nil {
+			v := strconv.FormatBool(r.allow)
+			settings[i].value, settings[i].probed = &v, true
+		}
+	}
+	return settings, probeFailures(ids, results)
 }
 
 // allowEveryoneConfigKey is the sidecar configuration key that states the
@@ -350,7 +396,8 @@ type brokerAllowEveryone struct {
 	broker int32
 	set    bool              // the broker's configuration sets the key
 	source kmsg.ConfigSource // where it is set, when set
-	value  *string           // its value, nil when Kafka hides it
+	value  *string           // its value, nil when Kafka hides it (and no probe told)
+	probed bool              // value is what the authorizer probe found
 }
 
 // readAllowEveryone reads allow.everyone.if.no.acl.found from the answer
@@ -384,8 +431,9 @@ func readAllowEveryone(id int32, resp *kmsg.DescribeConfigsResponse) (brokerAllo
 // brokers set what and names the sidecar key to set. Guessing would be
 // wrong either way for someone: true on a cluster that denies gives every
 // principal access to the mirror topics, false on one that allows locks
-// every consumer out.
-func decideAllowEveryone(settings []brokerAllowEveryone) (bool, error) {
+// every consumer out. probeFailure, if not empty, says why the authorizer
+// probe could not tell for the brokers that hide the value.
+func decideAllowEveryone(settings []brokerAllowEveryone, probeFailure string) (bool, error) {
 	var hidden, allow, deny []string
 	for _, s := range settings {
 		id := strconv.Itoa(int(s.broker))
@@ -403,7 +451,10 @@ func decideAllowEveryone(settings []brokerAllowEveryone) (bool, error) {
 		msg := fmt.Sprintf("coordinator: cannot tell whether the destination brokers allow everyone on topics without ACLs: "+
 			"broker(s) %s set %s and Kafka does not reveal its value", strings.Join(hidden, ", "), allowEveryoneKey)
 		if len(deny) > 0 || len(allow) > 0 {
-			msg += fmt.Sprintf(" (broker(s) %s do not set it, broker(s) %s set it to true)", orNone(deny), orNone(allow))
+			msg += fmt.Sprintf(" (broker(s) %s do not set it or deny, broker(s) %s allow everyone)", orNone(deny), orNone(allow))
+		}
+		if probeFailure != "" {
+			msg += "; probing their authorizer failed: " + probeFailure
 		}
 		return false, topicErr(kerr.InvalidConfig, "%s; %s", msg, fix)
 	}

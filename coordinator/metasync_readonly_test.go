@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -310,11 +311,17 @@ func TestDecideAllowEveryone(t *testing.T) {
 	shown := func(id int32, val string) brokerAllowEveryone {
 		return brokerAllowEveryone{broker: id, set: true, source: kmsg.ConfigSourceStaticBrokerConfig, value: v(val)}
 	}
+	probed := func(id int32, allow bool) brokerAllowEveryone {
+		s := shown(id, strconv.FormatBool(allow))
+		s.probed = true
+		return s
+	}
 	for _, tc := range []struct {
-		name     string
-		settings []brokerAllowEveryone
-		want     bool
-		err      []string
+		name         string
+		settings     []brokerAllowEveryone
+		probeFailure string
+		want         bool
+		err          []string
 	}{
 		{name: "no broker sets it", settings: []brokerAllowEveryone{unset(1), unset(2), unset(3)}},
 		{name: "all show true", settings: []brokerAllowEveryone{shown(1, "true"), shown(2, " TRUE")}, want: true},
@@ -323,11 +330,17 @@ func TestDecideAllowEveryone(t *testing.T) {
 			err: []string{"cannot tell", "broker(s) 1, 2, 3 set allow.everyone.if.no.acl.found", "readonly.allow.everyone.if.no.acl.found=true or =false"}},
 		{name: "hidden on one, unset on the others", settings: []brokerAllowEveryone{unset(1), hidden(2), unset(3)},
 			err: []string{"broker(s) 2 set", "broker(s) 1, 3 do not set it", "readonly.allow.everyone.if.no.acl.found"}},
+		{name: "hidden, the probe failed", settings: []brokerAllowEveryone{hidden(1)}, probeFailure: "broker 1: no SCRAM",
+			err: []string{"does not reveal its value", "probing their authorizer failed: broker 1: no SCRAM", "readonly.allow.everyone.if.no.acl.found=true or =false"}},
+		{name: "probed true everywhere", settings: []brokerAllowEveryone{probed(1, true), probed(2, true)}, want: true},
+		{name: "probed false beside unset", settings: []brokerAllowEveryone{probed(1, false), unset(2)}},
+		{name: "probed answers disagree", settings: []brokerAllowEveryone{probed(1, true), probed(2, false)},
+			err: []string{"disagree", "broker(s) 1 allow everyone", "broker(s) 2 do not"}},
 		{name: "shown values disagree", settings: []brokerAllowEveryone{shown(1, "true"), unset(2)},
 			err: []string{"disagree", "broker(s) 1 allow everyone", "broker(s) 2 do not", "readonly.allow.everyone.if.no.acl.found"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decideAllowEveryone(tc.settings)
+			got, err := decideAllowEveryone(tc.settings, tc.probeFailure)
 			if len(tc.err) > 0 {
 				if err == nil {
 					t.Fatalf("decideAllowEveryone = %v, want an error", got)

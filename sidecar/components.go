@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/zap"
 
 	"github.com/sidemirror/sidemirror/coordinator"
@@ -132,11 +133,15 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		c.fetcher = m
 		return m, nil
 	}
+	// With readonly.allow.everyone.if.no.acl.found=auto, brokers that
+	// hide the value are probed as a temporary SCRAM user (DESIGN D4).
+	dest := coordinator.NewDestination(c.dest, s.cfg.AllowEveryone).
+		WithAuthorizerProbe(probeDialer(s.cfg.Destination), s.cfg.LocalBrokerID, s.log)
 	svc, err := coordinator.NewService(coordinator.ServiceConfig{
 		BrokerID:     s.cfg.LocalBrokerID,
 		Node:         c.node,
 		Peers:        c.peers,
-		Destination:  coordinator.NewDestination(c.dest, s.cfg.AllowEveryone),
+		Destination:  dest,
 		DestClient:   c.dest,
 		NewDataPlane: newDataPlane,
 		SourceDialer: SourceKgoOpts,
@@ -237,6 +242,34 @@ func (c *components) stop(ctx context.Context) error {
 		c.dest.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// probeDialer is how the destination authorizer probe logs in
+// (coordinator.ProbeDialer): with the destination's security protocol and
+// TLS settings, as the probe's temporary SCRAM user. Without SASL on the
+// destination connection no such user can log in, and the probe fails
+// with that reason.
+func probeDialer(dest security.ClientConfig) coordinator.ProbeDialer {
+	return func(mechanism, user, password string) ([]kgo.Opt, error) {
+		if !dest.UsesSASL() {
+			return nil, fmt.Errorf("%ssecurity.protocol is %s: a temporary SCRAM user can log in only over SASL_PLAINTEXT or SASL_SSL",
+				dest.Prefix, dest.Protocol())
+		}
+		a := scram.Auth{User: user, Pass: password}
+		m := a.AsSha512Mechanism()
+		if mechanism == security.MechanismSCRAMSHA256 {
+			m = a.AsSha256Mechanism()
+		}
+		opts := []kgo.Opt{kgo.SASL(m)}
+		if dest.UsesTLS() {
+			cfg, err := dest.TLSConfig()
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, kgo.DialTLSConfig(cfg))
+		}
+		return opts, nil
+	}
 }
 
 // SourceKgoOpts turns a mirror's source settings (bootstrap.servers, Kafka's
