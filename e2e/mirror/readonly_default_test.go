@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
@@ -76,13 +80,13 @@ func createACLsEverywhere(t *testing.T, acls ...aclEntry) {
 // TestReadOnlyDefaultConfig runs the sidecars with no readonly.* key, as a
 // new user would, beside destination brokers whose server.properties set
 // allow.everyone.if.no.acl.found=true (the common setup). Kafka does not
-// reveal the value of that key, so the sidecars cannot tell whether a
-// topic without ACLs is open to everyone: starting one is refused with a
-// message naming readonly.allow.everyone.if.no.acl.found, and nothing is
-// created on the destination, rather than a DENY WRITE that would lock
-// every consumer out. A topic with an ACL of its own (a READ ACL for
-// alice) needs no such answer: it starts with the DENY WRITE alone, alice
-// reads every record with kcat and cannot write.
+// reveal the value of that key, so the sidecar probes the authorizer as a
+// temporary SCRAM user: a topic without ACLs of its own is mirrored with
+// the DENY WRITE and the ALLOW ALL for User:*, and alice, a SCRAM user made
+// with kafka-configs that no ACL names, reads every record with kcat and
+// cannot write; no probe user is left behind. A topic with an ACL of its
+// own (a READ ACL for alice) needs no answer: it starts with the DENY
+// WRITE alone, and the same holds.
 //
 // Then runbook 2's stop and a later start: after --stop --topics '.*' the
 // exclude list holds .*; --start --topics 'new-.*' says it removed that
@@ -96,6 +100,7 @@ func TestReadOnlyDefaultConfig(t *testing.T) {
 	t.Cleanup(func() {
 		restartSidecars(t, func(s *testbed.Sidecar) error { _, err := s.SetConfig(key, "true"); return err })
 	})
+	scramAlice(t, env.Destination)
 
 	const mirror, open, withACL, n = "rodef", "rodef-open", "rodef-alice", 40
 	const interval = 5 * time.Second
@@ -106,43 +111,32 @@ func TestReadOnlyDefaultConfig(t *testing.T) {
 	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config",
 		syncedMirrorConfig(t, map[string]string{"mirror.metadata.refresh.interval.ms": strconv.Itoa(int(interval.Milliseconds()))}))
 
-	// No ACL applies to the topic: refused, naming the key, nothing made.
-	r := cli(t, "--start", "--topics", open, "--mirror", mirror)
-	if r.Code == 0 || !strings.Contains(r.Stderr, key+"=true or =false") || !strings.Contains(r.Stderr, "does not reveal its value") {
-		t.Fatalf("--start of a topic without ACLs: exit %d\nstdout: %s\nstderr: %s\nwant a refusal naming %s", r.Code, r.Stdout, r.Stderr, key)
+	// No ACL applies to the topic: the probe tells that the brokers allow
+	// everyone, so the DENY WRITE gets the ALLOW ALL beside it.
+	mustCLI(t, "--start", "--topics", open, "--mirror", mirror)
+	waitCaughtUp(t, mirror, open, 2*time.Minute)
+	dst := aclsOn(t, env.Destination)
+	if !dst[literalTopicACL(open, "User:*", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeDeny)] ||
+		!dst[literalTopicACL(open, "User:*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow)] {
+		t.Fatalf("ACLs of %s: want the DENY WRITE and the ALLOW ALL for User:*: %v", open, dst)
 	}
-	t.Logf("the refusal: %s", strings.TrimSpace(r.Stderr))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(newClient(t, env.Destination, testbed.Admin))
-	if td, err := adm.ListTopics(ctx, open); err != nil || td.Has(open) {
-		t.Fatalf("the refused topic exists on the destination (%v, %v)", td.Has(open), err)
+	aliceReadOnly(t, env.Destination, open, n)
+	if !sidecarLogged(env.Sidecars, "allow.everyone.if.no.acl.found behaves as true") {
+		t.Fatalf("no sidecar logged the probe's answer (true)")
 	}
-	denyWrite := literalTopicACL(open, "User:*", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeDeny)
-	if aclsOn(t, env.Destination)[denyWrite] {
-		t.Fatalf("the refused topic got a DENY WRITE")
-	}
+	noProbeUsers(t, env.Destination)
 
 	// alice may read: the ACL decides, the start needs no answer.
 	aliceRead := literalTopicACL(withACL, "User:alice", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow)
 	createACLsEverywhere(t, aliceRead)
 	mustCLI(t, "--start", "--topics", withACL, "--mirror", mirror)
 	waitCaughtUp(t, mirror, withACL, 2*time.Minute)
-	dst := aclsOn(t, env.Destination)
+	dst = aclsOn(t, env.Destination)
 	if !dst[literalTopicACL(withACL, "User:*", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeDeny)] ||
 		dst[literalTopicACL(withACL, "User:*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow)] {
 		t.Fatalf("ACLs of %s: want the DENY WRITE for User:* and no ALLOW ALL: %v", withACL, dst)
 	}
-	readOnlyForAlice := func(topic string, records int) {
-		t.Helper()
-		if ok, out := kcatReads(t, topic, records); !ok {
-			t.Fatalf("kcat as alice does not read the %d records of %s:\n%s", records, topic, out)
-		}
-		if err := aliceWrite(t, topic); !errors.Is(err, kerr.TopicAuthorizationFailed) {
-			t.Fatalf("alice's write to %s returned %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
-		}
-	}
-	readOnlyForAlice(withACL, n)
+	aliceReadOnly(t, env.Destination, withACL, n)
 
 	// Runbook 2, then new topics.
 	mustCLI(t, "--stop", "--topics", ".*", "--mirror", mirror)
@@ -171,6 +165,173 @@ func TestReadOnlyDefaultConfig(t *testing.T) {
 		t.Fatalf("new-x discovered after %v, more than two refresh intervals (%v)", found, 2*interval)
 	}
 	waitCaughtUp(t, mirror, "new-x", 2*time.Minute)
-	readOnlyForAlice("new-x", n)
+	aliceReadOnly(t, env.Destination, "new-x", n)
 	mustCLI(t, "--stop", "--topics", "new-x", "--mirror", mirror)
+}
+
+// TestReadOnlyDefaultConfigDenying is TestReadOnlyDefaultConfig on a
+// destination of its own (one broker, one sidecar) whose server.properties
+// set allow.everyone.if.no.acl.found=false, with a sidecar that has no
+// readonly.* key: alice, with a READ ACL on one mirrored topic, reads every
+// record of it with kcat and cannot write; a mirrored topic without ACLs
+// stays closed to her, as it was before (the probe tells the brokers deny,
+// so it gets the DENY WRITE alone), and no probe user is left behind.
+func TestReadOnlyDefaultConfigDenying(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dest, err := testbed.StartCluster(ctx, env.Dist, t.TempDir(), testbed.ClusterOptions{Name: "denying-destination", Nodes: 1, HeapMB: 384,
+		SASL: true, SCRAM: true, Authorizer: true, BrokerConfig: map[string]string{"allow.everyone.if.no.acl.found": "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dest.Close)
+	g, err := testbed.StartSidecars(ctx, env.Bin.Sidemirror, dest, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(dest.LogTails(60) + g.LogTails(80))
+		}
+	})
+	// The testbed states the key to match the brokers: removed, as a new
+	// user runs.
+	s := g.Sidecars()[0]
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UnsetConfig("readonly.allow.everyone.if.no.acl.found"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := func(args ...string) string {
+		t.Helper()
+		r := cliAt(t, g.AdminBootstrap(), args...)
+		if r.Code != 0 {
+			t.Fatalf("kafka-cluster-mirrors %v: exit %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+	wait.For(t, time.Minute, "the sidecar to answer --list", func() bool { return cliAt(t, g.AdminBootstrap(), "--list").Code == 0 })
+	scramAlice(t, dest)
+
+	const mirror, withACL, closed, n = "rodeny", "rodeny-alice", "rodeny-closed", 40
+	for _, topic := range []string{withACL, closed} {
+		createSourceTopic(t, topic, 1, nil)
+		produceIDs(t, topic, n)
+	}
+	createACLs(t, dest, literalTopicACL(withACL, "User:alice", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow))
+	at("--create", "--mirror", mirror, "--mirror-config", syncedMirrorConfig(t, nil))
+	at("--start", "--topics", withACL, "--mirror", mirror)
+	at("--start", "--topics", closed, "--mirror", mirror)
+	for _, topic := range []string{withACL, closed} {
+		wait.For(t, 2*time.Minute, topic+" mirrored", func() bool { return endOffsets(t, dest, topic)[0] == n })
+	}
+	aliceReadOnly(t, dest, withACL, n)
+
+	acls := aclsOn(t, dest)
+	if !acls[literalTopicACL(closed, "User:*", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeDeny)] ||
+		acls[literalTopicACL(closed, "User:*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow)] {
+		t.Fatalf("ACLs of %s: want the DENY WRITE for User:* and no ALLOW ALL: %v", closed, acls)
+	}
+	if out, _ := kcatAlice(t, dest, "", "-L", "-t", closed); !strings.Contains(strings.ToLower(out), "authorization failed") {
+		t.Fatalf("kcat -L as alice for %s, a topic no ACL opens on a denying cluster:\n%s\nwant an authorization failure", closed, out)
+	}
+	if !sidecarLogged(g, "allow.everyone.if.no.acl.found behaves as false") {
+		t.Fatalf("the sidecar did not log the probe's answer (false)")
+	}
+	noProbeUsers(t, dest)
+}
+
+// scramAlice gives alice SCRAM-SHA-512 credentials on c with Kafka's own
+// kafka-configs.sh (kafka.admin.ConfigCommand), as the admin, and waits
+// until she logs in with them: credentials reach the brokers through the
+// metadata log.
+func scramAlice(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := filepath.Join(t.TempDir(), "admin.properties")
+	if err := c.WriteClientProperties(admin, testbed.Admin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "java", "-cp", env.Dist.Classpath(), "kafka.admin.ConfigCommand",
+		"--bootstrap-server", c.Bootstrap(), "--command-config", admin,
+		"--alter", "--entity-type", "users", "--entity-name", testbed.Alice.Name,
+		"--add-config", "SCRAM-SHA-512=[iterations=4096,password="+testbed.Alice.Password+"]")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kafka-configs: %v\n%s", err, out)
+	}
+	wait.For(t, 30*time.Second, "alice to log in with SCRAM-SHA-512", func() bool {
+		_, err := kcatAlice(t, c, "", "-L")
+		return err == nil
+	})
+}
+
+// kcatAlice runs kcat against c as alice with SCRAM-SHA-512, with stdin as
+// its input.
+func kcatAlice(t *testing.T, c *testbed.Cluster, stdin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	base := []string{"-b", c.Bootstrap(), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+		"-X", "sasl.username=" + testbed.Alice.Name, "-X", "sasl.password=" + testbed.Alice.Password}
+	cmd := exec.CommandContext(ctx, "kcat", append(base, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// aliceReadOnly checks that alice, logged in with SCRAM, reads the n
+// records of partition 0 of topic on c with kcat, and that her writes are
+// refused, to kcat and to franz-go.
+func aliceReadOnly(t *testing.T, c *testbed.Cluster, topic string, n int) {
+	t.Helper()
+	out, err := kcatAlice(t, c, "", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%s\n")
+	if err != nil || strings.Count(out, "id-") != n {
+		t.Fatalf("kcat as alice read %d of the %d records of %s (%v):\n%s", strings.Count(out, "id-"), n, topic, err, out)
+	}
+	out, _ = kcatAlice(t, c, "written by alice\n", "-P", "-t", topic, "-p", "0", "-X", "message.timeout.ms=10000")
+	if !strings.Contains(strings.ToLower(out), "authorization failed") {
+		t.Fatalf("kcat -P as alice to %s:\n%s\nwant an authorization failure", topic, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := newClient(t, c, testbed.Alice, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(10*time.Second))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("written by alice")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice's write to %s returned %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
+	}
+	if got := endOffsets(t, c, topic)[0]; got != int64(n) {
+		t.Fatalf("%s ends at %d after alice's writes, want %d", topic, got, n)
+	}
+}
+
+// sidecarLogged reports whether a sidecar of g logged a line containing s.
+func sidecarLogged(g *testbed.SidecarGroup, s string) bool {
+	for _, sc := range g.Sidecars() {
+		if data, err := os.ReadFile(sc.LogPath()); err == nil && strings.Contains(string(data), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// noProbeUsers fails the test if c has a SCRAM user of the sidecars'
+// authorizer probe: each probe deletes its user.
+func noProbeUsers(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	users, err := kadm.NewClient(newClient(t, c, testbed.Admin)).DescribeUserSCRAMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := range users {
+		if strings.HasPrefix(u, "__sidemirror-probe-") {
+			t.Errorf("the probe user %s is left on %s", u, c.Name())
+		}
+	}
 }

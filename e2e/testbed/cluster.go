@@ -36,6 +36,10 @@ type ClusterOptions struct {
 	// listener, with these users created when the nodes are formatted
 	// (kafka-storage format --add-scram), beside the PLAIN users.
 	SCRAMUsers []User
+	// SCRAM (with SASL) enables SCRAM-SHA-512 on the client listener
+	// without creating users, for users made later with Kafka's tools or
+	// AlterUserScramCredentials; SCRAMUsers implies it.
+	SCRAM bool
 	// Authorizer enables StandardAuthorizer with allow.everyone.if.no.acl.found
 	// (true unless BrokerConfig says otherwise; sidecars beside the cluster
 	// get readonly.allow.everyone.if.no.acl.found stated to match, as Kafka
@@ -397,7 +401,7 @@ func (n *Node) writeConfig() error {
 		if n.proxy != nil {
 			props["listener.name.remote.plain.sasl.jaas.config"] = jaas.String()
 		}
-		if len(c.opts.SCRAMUsers) > 0 {
+		if c.opts.SCRAM || len(c.opts.SCRAMUsers) > 0 {
 			const scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 			props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-512"
 			props["listener.name.broker.scram-sha-512.sasl.jaas.config"] = scram
