@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
 )
@@ -82,9 +83,10 @@ func createACLsEverywhere(t *testing.T, acls ...aclEntry) {
 // allow.everyone.if.no.acl.found=true (the common setup). Kafka does not
 // reveal the value of that key, so the sidecar probes the authorizer as a
 // temporary SCRAM user: a topic without ACLs of its own is mirrored with
-// the DENY WRITE and the ALLOW ALL for User:*, and alice, a SCRAM user made
-// with kafka-configs that no ACL names, reads every record with kcat and
-// cannot write; no probe user is left behind. A topic with an ACL of its
+// the DENY WRITE and the ALLOW ALL for User:*, and alice, whom no ACL names
+// (SCRAM credentials made with kafka-configs, and the bed's PLAIN user for
+// kcat), reads every record with kcat and cannot write; no probe user is
+// left behind. A topic with an ACL of its
 // own (a READ ACL for alice) needs no answer: it starts with the DENY
 // WRITE alone, and the same holds.
 //
@@ -237,7 +239,7 @@ func TestReadOnlyDefaultConfigDenying(t *testing.T) {
 		acls[literalTopicACL(closed, "User:*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow)] {
 		t.Fatalf("ACLs of %s: want the DENY WRITE for User:* and no ALLOW ALL: %v", closed, acls)
 	}
-	if out, _ := kcatAlice(t, dest, "", "-L", "-t", closed); !strings.Contains(strings.ToLower(out), "authorization failed") {
+	if out, _ := kcatOn(t, dest, "", "-L", "-t", closed); !strings.Contains(strings.ToLower(out), "authorization failed") {
 		t.Fatalf("kcat -L as alice for %s, a topic no ACL opens on a denying cluster:\n%s\nwant an authorization failure", closed, out)
 	}
 	if !sidecarLogged(g, "allow.everyone.if.no.acl.found behaves as false") {
@@ -248,8 +250,10 @@ func TestReadOnlyDefaultConfigDenying(t *testing.T) {
 
 // scramAlice gives alice SCRAM-SHA-512 credentials on c with Kafka's own
 // kafka-configs.sh (kafka.admin.ConfigCommand), as the admin, and waits
-// until she logs in with them: credentials reach the brokers through the
-// metadata log.
+// until she logs in with them (credentials reach the brokers through the
+// metadata log). She is the same principal, User:alice, as the bed's PLAIN
+// alice, which kcat logs in as: kcat's librdkafka (2.0.2) fails SCRAM
+// against Kafka 4 brokers (fixed in librdkafka 2.6.1).
 func scramAlice(t *testing.T, c *testbed.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -266,43 +270,69 @@ func scramAlice(t *testing.T, c *testbed.Cluster) {
 		t.Fatalf("kafka-configs: %v\n%s", err, out)
 	}
 	wait.For(t, 30*time.Second, "alice to log in with SCRAM-SHA-512", func() bool {
-		_, err := kcatAlice(t, c, "", "-L")
+		cl := scramAliceClient(t, c)
+		defer cl.Close()
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
 		return err == nil
 	})
 }
 
-// kcatAlice runs kcat against c as alice with SCRAM-SHA-512, with stdin as
-// its input.
-func kcatAlice(t *testing.T, c *testbed.Cluster, stdin string, args ...string) (string, error) {
+// scramAliceClient returns a franz-go client for c as alice with
+// SCRAM-SHA-512.
+func scramAliceClient(t *testing.T, c *testbed.Cluster, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(c.Bootstrap(), ",")...),
+		kgo.SASL(scram.Auth{User: testbed.Alice.Name, Pass: testbed.Alice.Password}.AsSha512Mechanism())}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// kcatOn runs kcat against c as alice, with stdin as its input.
+func kcatOn(t *testing.T, c *testbed.Cluster, stdin string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	base := []string{"-b", c.Bootstrap(), "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-512",
-		"-X", "sasl.username=" + testbed.Alice.Name, "-X", "sasl.password=" + testbed.Alice.Password}
-	cmd := exec.CommandContext(ctx, "kcat", append(base, args...)...)
+	cmd := exec.CommandContext(ctx, "kcat", append(c.KcatArgs(testbed.Alice), args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
-// aliceReadOnly checks that alice, logged in with SCRAM, reads the n
-// records of partition 0 of topic on c with kcat, and that her writes are
-// refused, to kcat and to franz-go.
+// aliceReadOnly checks that alice reads the n records of partition 0 of
+// topic on c, with kcat and logged in with SCRAM, and that her writes are
+// refused, to kcat and with SCRAM; the topic still ends at n.
 func aliceReadOnly(t *testing.T, c *testbed.Cluster, topic string, n int) {
 	t.Helper()
-	out, err := kcatAlice(t, c, "", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%s\n")
+	out, err := kcatOn(t, c, "", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%s\n")
 	if err != nil || strings.Count(out, "id-") != n {
 		t.Fatalf("kcat as alice read %d of the %d records of %s (%v):\n%s", strings.Count(out, "id-"), n, topic, err, out)
 	}
-	out, _ = kcatAlice(t, c, "written by alice\n", "-P", "-t", topic, "-p", "0", "-X", "message.timeout.ms=10000")
+	out, _ = kcatOn(t, c, "written by alice\n", "-P", "-t", topic, "-p", "0", "-X", "message.timeout.ms=10000")
 	if !strings.Contains(strings.ToLower(out), "authorization failed") {
 		t.Fatalf("kcat -P as alice to %s:\n%s\nwant an authorization failure", topic, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := newClient(t, c, testbed.Alice, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(10*time.Second))
+	cl := scramAliceClient(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(10*time.Second),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	defer cl.Close()
+	read := 0
+	for read < n && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		if errs := fs.Errors(); len(errs) > 0 && ctx.Err() == nil {
+			t.Fatalf("alice (SCRAM) reading %s: %v", topic, errs[0].Err)
+		}
+		read += fs.NumRecords()
+	}
+	if read != n {
+		t.Fatalf("alice (SCRAM) read %d of the %d records of %s", read, n, topic)
+	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("written by alice")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
-		t.Fatalf("alice's write to %s returned %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
+		t.Fatalf("alice's (SCRAM) write to %s returned %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
 	}
 	if got := endOffsets(t, c, topic)[0]; got != int64(n) {
 		t.Fatalf("%s ends at %d after alice's writes, want %d", topic, got, n)
