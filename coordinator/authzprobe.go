@@ -259,7 +259,7 @@ func (p *authzProbe) ask(ctx context.Context, b kmsg.MetadataResponseBroker, top
 			}
 			var stop *probeStop
 			switch {
-			case errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
+			case errors.Is(err, kerr.UnsupportedSaslMechanism):
 				unsupported[m] = true
 			case errors.As(err, &stop):
 				return false, stop.err

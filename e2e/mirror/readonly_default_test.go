@@ -317,7 +317,10 @@ func aliceReadOnly(t *testing.T, c *testbed.Cluster, topic string, n int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Not idempotent: a denying cluster refuses alice IDEMPOTENT_WRITE on
+	// the CLUSTER before her write reaches the topic.
 	cl := scramAliceClient(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(10*time.Second),
+		kgo.DisableIdempotentWrite(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	defer cl.Close()
 	read := 0
