@@ -162,6 +162,11 @@ func (p *authzProbe) run(ctx context.Context, todo []kmsg.MetadataResponseBroker
 		}
 		return out
 	}
+	// A dialer that cannot log anyone in (no SASL to the destination)
+	// fails before a user is made in vain.
+	if _, err := p.dial(kadm.ScramSha512.String(), probeUserPrefix, ""); err != nil {
+		return failAll(err)
+	}
 	topic, err := p.unmatchedTopic(ctx)
 	if err != nil {
 		return failAll(err)

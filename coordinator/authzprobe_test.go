@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,8 +200,10 @@ func TestAuthzProbeFails(t *testing.T) {
 		reason []string
 		// wildcardACL answers every DescribeACLs with an ACL for topic *.
 		wildcardACL bool
+		// noUser: the probe fails before it creates a user.
+		noUser bool
 	}{
-		{name: "no SASL to the broker", admin: "admin", dial: noSASL, reason: []string{"PLAINTEXT"}},
+		{name: "no SASL to the broker", admin: "admin", dial: noSASL, reason: []string{"PLAINTEXT"}, noUser: true},
 		{name: "login never succeeds", admin: "admin", dial: wrongPassword,
 			reason: []string{"log in to broker", "temporary SCRAM user " + probeUserPrefix + "0-"}},
 		{name: "no permission to alter users", admin: "bob", dial: scramDialer,
@@ -210,7 +213,7 @@ func TestAuthzProbeFails(t *testing.T) {
 			reason: []string{"create the temporary SCRAM user", "CLUSTER_AUTHORIZATION_FAILED", "ALTER on the CLUSTER"}},
 		// kfake's MATCH filter matches literal names only: a wildcard ACL
 		// is answered by hand.
-		{name: "ACLs match every probe topic", admin: "admin", dial: scramDialer, wildcardACL: true,
+		{name: "ACLs match every probe topic", admin: "admin", dial: scramDialer, wildcardACL: true, noUser: true,
 			reason: []string{"ACLs (prefixed or wildcard) match"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,7 +231,11 @@ func TestAuthzProbeFails(t *testing.T) {
 					return resp, nil, true
 				})
 			}
-			p := f.probe(tc.dial)
+			var dials atomic.Int32
+			p := f.probe(func(mechanism, user, password string) ([]kgo.Opt, error) {
+				dials.Add(1)
+				return tc.dial(mechanism, user, password)
+			})
 			brokers := f.brokers()
 			got := p.probeBrokers(f.ctx, brokers)[brokers[0].NodeID]
 			if got.err == nil {
@@ -242,16 +249,21 @@ func TestAuthzProbeFails(t *testing.T) {
 			if tc.admin == "admin" {
 				f.checkUserGone()
 			}
+			f.mu.Lock()
+			created := len(f.upserted)
+			f.mu.Unlock()
+			if tc.noUser && created != 0 {
+				t.Fatalf("the probe created %d credentials, want none", created)
+			}
 			// A failure is cached for a short time only.
-			p.now = func() time.Time { return time.Now().Add(probeFailureTTL + time.Second) }
-			f.mu.Lock()
-			before := len(f.upserted)
-			f.mu.Unlock()
+			before := dials.Load()
 			p.probeBrokers(f.ctx, brokers)
-			f.mu.Lock()
-			after := len(f.upserted)
-			f.mu.Unlock()
-			if !tc.wildcardACL && after == before {
+			if dials.Load() != before {
+				t.Fatalf("a failed probe was tried again at once")
+			}
+			p.now = func() time.Time { return time.Now().Add(probeFailureTTL + time.Second) }
+			p.probeBrokers(f.ctx, brokers)
+			if dials.Load() == before {
 				t.Fatalf("a failed probe was not tried again after %v", probeFailureTTL)
 			}
 		})
