@@ -1,22 +1,28 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pavlo-v-chernykh/keystore-go/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/sidemirror/sidemirror/internal/security"
 	"github.com/sidemirror/sidemirror/internal/testwait"
@@ -34,7 +40,8 @@ func TestDestinationProblem(t *testing.T) {
 	_, brokerCert := ca.issue(t, dir, "broker")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.cert)
-	clientPEM, _ := ca.issue(t, dir, "sidecar-1")
+	clientPEM, clientCert := ca.issue(t, dir, "sidecar-1")
+	stores := writeStores(t, dir, ca, clientCert)
 
 	scram, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "sidemirror", "right-secret"),
 		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{brokerCert}, MinVersion: tls.VersionTLS12}))
@@ -69,6 +76,26 @@ func TestDestinationProblem(t *testing.T) {
 
 		{"mTLS", mtls.ListenAddrs()[0], map[string]string{
 			"destination.security.protocol": "SSL", "destination.ssl.keystore.location": clientPEM,
+			"destination.ssl.truststore.location": ca.file,
+		}, ""},
+		{"mTLS with PKCS12 stores", mtls.ListenAddrs()[0], map[string]string{
+			"destination.security.protocol":     "SSL",
+			"destination.ssl.keystore.type":     "PKCS12",
+			"destination.ssl.keystore.location": stores.p12, "destination.ssl.keystore.password": storePass,
+			"destination.ssl.truststore.type":     "PKCS12",
+			"destination.ssl.truststore.location": stores.trustP12, "destination.ssl.truststore.password": storePass,
+		}, ""},
+		{"mTLS with JKS stores", mtls.ListenAddrs()[0], map[string]string{
+			"destination.security.protocol":     "SSL",
+			"destination.ssl.keystore.type":     "JKS",
+			"destination.ssl.keystore.location": stores.jks, "destination.ssl.keystore.password": storePass,
+			"destination.ssl.key.password":        keyPass,
+			"destination.ssl.truststore.type":     "JKS",
+			"destination.ssl.truststore.location": stores.trustJKS, "destination.ssl.truststore.password": storePass,
+		}, ""},
+		{"mTLS with an encrypted PKCS#8 key", mtls.ListenAddrs()[0], map[string]string{
+			"destination.security.protocol":     "SSL",
+			"destination.ssl.keystore.location": stores.encrypted(t), "destination.ssl.key.password": keyPass,
 			"destination.ssl.truststore.location": ca.file,
 		}, ""},
 		{"mTLS without a key store", mtls.ListenAddrs()[0], map[string]string{
@@ -153,4 +180,94 @@ func TestDestinationProblemMessages(t *testing.T) {
 			t.Errorf("destinationProblem(%v) = %q, want it to contain %q", tc.err, got, tc.want)
 		}
 	}
+}
+
+// The passwords of the stores writeStores writes.
+const storePass, keyPass = "store-secret", "key-secret"
+
+// clientStores are a client's key and trust stores in every format.
+type clientStores struct {
+	p12, trustP12, jks, trustJKS string
+	pem                          []byte // the unencrypted PEM key store
+	dir                          string
+}
+
+// writeStores writes cert as a PKCS12 key store (under storePass), a JKS
+// key store (store under storePass, key entry under keyPass) and the CA as
+// PKCS12 and JKS trust stores.
+func writeStores(t *testing.T, dir string, ca *testCA, cert tls.Certificate) clientStores {
+	t.Helper()
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := clientStores{dir: dir}
+	write := func(name string, data []byte) string {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	p12, err := pkcs12.Modern.Encode(cert.PrivateKey, leaf, []*x509.Certificate{ca.cert}, storePass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.p12 = write("sidecar.p12", p12)
+	trust, err := pkcs12.Modern.EncodeTrustStore([]*x509.Certificate{ca.cert}, storePass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.trustP12 = write("truststore.p12", trust)
+
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := keystore.New()
+	if err := ks.SetPrivateKeyEntry("sidecar", keystore.PrivateKeyEntry{CreationTime: time.Now(), PrivateKey: der,
+		CertificateChain: []keystore.Certificate{{Type: "X509", Content: leaf.Raw}, {Type: "X509", Content: ca.cert.Raw}}}, []byte(keyPass)); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := ks.Store(&b, []byte(storePass)); err != nil {
+		t.Fatal(err)
+	}
+	s.jks = write("sidecar.jks", b.Bytes())
+	ts := keystore.New()
+	if err := ts.SetTrustedCertificateEntry("ca", keystore.TrustedCertificateEntry{CreationTime: time.Now(),
+		Certificate: keystore.Certificate{Type: "X509", Content: ca.cert.Raw}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := ts.Store(&b, []byte(storePass)); err != nil {
+		t.Fatal(err)
+	}
+	s.trustJKS = write("truststore.jks", b.Bytes())
+	s.pem = append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw})...)
+	return s
+}
+
+// encrypted writes the PEM key store with its key encrypted under keyPass
+// by OpenSSL (PKCS#8, PBES2 with AES-256-CBC, as operators make them) and
+// returns its path; the test is skipped without openssl.
+func (s clientStores) encrypted(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not installed")
+	}
+	plain := filepath.Join(s.dir, "sidecar-plain.pem")
+	if err := os.WriteFile(plain, s.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := exec.Command("openssl", "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", plain, "-passout", "pass:"+keyPass).Output()
+	if err != nil {
+		t.Fatalf("openssl pkcs8: %v", err)
+	}
+	_, certPart, _ := bytes.Cut(s.pem, []byte("-----BEGIN CERTIFICATE-----"))
+	file := filepath.Join(s.dir, "sidecar-encrypted.pem")
+	if err := os.WriteFile(file, append(key, append([]byte("-----BEGIN CERTIFICATE-----"), certPart...)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
