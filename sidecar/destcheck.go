@@ -22,9 +22,9 @@ import (
 // why not in words an operator acts on: a broker that refuses the SASL
 // credentials, a TLS handshake that fails (no client certificate where the
 // listener requires one, a CA the trust store lacks), a token endpoint
-// that issues no token. Kafka clients log these only at debug level; the
-// sidecar would otherwise look healthy while /readyz alone says
-// "FAIL local broker".
+// that issues no token. The destination client logs nothing of its own;
+// without this check only /readyz ("FAIL local broker") and the errors of
+// the parts that use the client would say it.
 
 // Backoff of the start-up check between attempts.
 const (

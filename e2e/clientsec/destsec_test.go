@@ -21,14 +21,21 @@ import (
 
 // destinationWay is one way for the sidecars to reach their brokers: the
 // destination's listener and the destination.* keys, and the same keys
-// without the credential, which the broker must refuse.
+// without the credential, which must be refused.
 type destinationWay struct {
 	name     string
 	listener string
 	props    func(t *testing.T) map[string]string
-	without  func(props map[string]string) // removes or spoils the credential
-	refusal  string                        // what the sidecar logs when refused
-	client   string                        // a client the identity provider counts, for OAUTHBEARER
+	refusals []refusal
+	client   string // a client the identity provider counts, for OAUTHBEARER
+}
+
+// refusal is a way's settings with the credential removed or spoiled, and
+// the line the refused sidecar logs.
+type refusal struct {
+	name  string
+	spoil func(props map[string]string)
+	log   string
 }
 
 // TestDestinationSecurity restarts the sidecars with their destination
@@ -60,8 +67,9 @@ func TestDestinationSecurity(t *testing.T) {
 	}
 	const saslRefusal = "destination: the local broker refused this sidecar's SASL authentication"
 	const tlsRefusal = "destination: the TLS handshake with the local broker failed"
+	noClientCert := []refusal{{"no key store", dropKeystore, tlsRefusal}}
 	ways := []destinationWay{
-		{name: "SASL_SSL SCRAM-SHA-512 with a PEM trust store", listener: testbed.ListenerSCRAM, refusal: saslRefusal,
+		{name: "SASL_SSL SCRAM-SHA-512 with a PEM trust store", listener: testbed.ListenerSCRAM,
 			props: func(*testing.T) map[string]string {
 				return map[string]string{
 					"destination.security.protocol":       "SASL_SSL",
@@ -71,10 +79,16 @@ func TestDestinationSecurity(t *testing.T) {
 					"destination.ssl.truststore.location": pki.CAFile,
 				}
 			},
-			without: func(p map[string]string) {
-				p["destination.sasl.jaas.config"] = strings.Replace(scram, testbed.Sidemirror.Password, "wrong-password", 1)
+			refusals: []refusal{
+				{"a wrong password", func(p map[string]string) {
+					p["destination.sasl.jaas.config"] = strings.Replace(scram, testbed.Sidemirror.Password, "wrong-password", 1)
+				}, saslRefusal},
+				{"no trust store (the system's CAs do not know the brokers')", func(p map[string]string) {
+					delete(p, "destination.ssl.truststore.type")
+					delete(p, "destination.ssl.truststore.location")
+				}, tlsRefusal},
 			}},
-		{name: "mTLS with PKCS12 stores", listener: testbed.ListenerMTLS, refusal: tlsRefusal, without: dropKeystore,
+		{name: "mTLS with PKCS12 stores", listener: testbed.ListenerMTLS, refusals: noClientCert,
 			props: func(t *testing.T) map[string]string {
 				return map[string]string{
 					"destination.security.protocol":       "SSL",
@@ -86,7 +100,7 @@ func TestDestinationSecurity(t *testing.T) {
 					"destination.ssl.truststore.password": storePassword,
 				}
 			}},
-		{name: "mTLS with JKS stores", listener: testbed.ListenerMTLS, refusal: tlsRefusal, without: dropKeystore,
+		{name: "mTLS with JKS stores", listener: testbed.ListenerMTLS, refusals: noClientCert,
 			props: func(t *testing.T) map[string]string {
 				return map[string]string{
 					"destination.security.protocol":       "SSL",
@@ -99,7 +113,7 @@ func TestDestinationSecurity(t *testing.T) {
 					"destination.ssl.truststore.password": storePassword,
 				}
 			}},
-		{name: "mTLS with an encrypted PKCS#8 key", listener: testbed.ListenerMTLS, refusal: tlsRefusal, without: dropKeystore,
+		{name: "mTLS with an encrypted PKCS#8 key", listener: testbed.ListenerMTLS, refusals: noClientCert,
 			props: func(t *testing.T) map[string]string {
 				return map[string]string{
 					"destination.security.protocol":       "SSL",
@@ -110,7 +124,7 @@ func TestDestinationSecurity(t *testing.T) {
 					"destination.ssl.truststore.location": pki.CAFile,
 				}
 			}},
-		{name: "SASL_SSL OAUTHBEARER client credentials", listener: testbed.ListenerOAuth, refusal: saslRefusal, client: idp.clientID,
+		{name: "SASL_SSL OAUTHBEARER client credentials", listener: testbed.ListenerOAuth, client: idp.clientID,
 			props: func(*testing.T) map[string]string {
 				return map[string]string{
 					"destination.security.protocol":                                 "SASL_SSL",
@@ -123,10 +137,15 @@ func TestDestinationSecurity(t *testing.T) {
 					"destination.ssl.truststore.location":                           pki.CAFile,
 				}
 			},
-			without: func(p map[string]string) {
-				// Tokens of the right key ID signed by a key the JWKS lacks.
-				p["destination.sasl.oauthbearer.client.credentials.client.id"] = forgerID
-				p["destination.sasl.oauthbearer.client.credentials.client.secret"] = forgerSecret
+			refusals: []refusal{
+				{"a forged token", func(p map[string]string) {
+					// Tokens of the right key ID signed by a key the JWKS lacks.
+					p["destination.sasl.oauthbearer.client.credentials.client.id"] = forgerID
+					p["destination.sasl.oauthbearer.client.credentials.client.secret"] = forgerSecret
+				}, saslRefusal},
+				{"a wrong client secret", func(p map[string]string) {
+					p["destination.sasl.oauthbearer.client.credentials.client.secret"] = "wrong-secret"
+				}, "destination: cannot get an OAUTHBEARER token for the local broker"},
 			}},
 	}
 	for i, w := range ways {
@@ -153,25 +172,30 @@ func TestDestinationSecurity(t *testing.T) {
 			// The brokers check what the sidecars send: the same
 			// settings without the credential are refused, and the
 			// sidecar says so.
-			bad := maps.Clone(props)
-			w.without(bad)
 			s := env.Sidecars.Sidecars()[len(env.Sidecars.Sidecars())-1]
-			stopSidecar(t, s)
-			logBefore := logSize(t, s)
-			if err := setDestination(s, w.listener, bad); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := s.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			body := waitReadyz(t, s, http.StatusServiceUnavailable, fmt.Sprintf("FAIL local broker %d: ", s.BrokerID))
-			t.Logf("sidecar %d without the credential, /readyz:\n%s", s.BrokerID, body)
-			line := waitLogLine(t, s, logBefore, w.refusal)
-			t.Logf("sidecar %d logged: %s", s.BrokerID, line)
-			if strings.Contains(line, testbed.Sidemirror.Password) || strings.Contains(line, forgerSecret) {
-				t.Errorf("the log line shows a secret: %s", line)
+			for _, r := range w.refusals {
+				bad := maps.Clone(props)
+				r.spoil(bad)
+				stopSidecar(t, s)
+				logBefore := logSize(t, s)
+				if err := setDestination(s, w.listener, bad); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err := s.Start(ctx)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				body := waitReadyz(t, s, http.StatusServiceUnavailable, fmt.Sprintf("FAIL local broker %d: ", s.BrokerID))
+				t.Logf("sidecar %d with %s, /readyz:\n%s", s.BrokerID, r.name, body)
+				line := waitLogLine(t, s, logBefore, r.log)
+				t.Logf("sidecar %d with %s logged: %s", s.BrokerID, r.name, line)
+				for _, secret := range []string{testbed.Sidemirror.Password, forgerSecret, idp.clientSecret, storePassword} {
+					if strings.Contains(line, secret) {
+						t.Errorf("the log line shows a secret: %s", line)
+					}
+				}
 			}
 		})
 	}
