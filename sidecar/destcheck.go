@@ -35,8 +35,8 @@ const (
 
 // checkDestination asks the local broker for its API versions through the
 // seed brokers of cl (local.bootstrap.servers), without retries, until one
-// answers or ctx ends. Each new kind of failure is logged once at error
-// level, success once at info level.
+// answers or ctx ends. Each new kind of failure is logged once (a refusal
+// at error level, no answer at warn level), success once at info level.
 func checkDestination(ctx context.Context, cl *kgo.Client, dest security.ClientConfig, log *zap.Logger) {
 	wait := destCheckFirstWait
 	var last string
@@ -52,7 +52,13 @@ func checkDestination(ctx context.Context, cl *kgo.Client, dest security.ClientC
 			return
 		}
 		if msg := destinationProblem(dest, err); msg != last {
-			log.Error(msg,
+			// A broker that is not up yet is routine at start; one that
+			// refuses the settings is a configuration error.
+			level := zap.ErrorLevel
+			if msg == unreachable(dest) {
+				level = zap.WarnLevel
+			}
+			log.Log(level, msg,
 				zap.Strings(KeyLocalBootstrapServers, dest.BootstrapServers),
 				zap.String(DestinationPrefix+"security.protocol", dest.Protocol()),
 				zap.Error(err))
@@ -113,8 +119,14 @@ func destinationProblem(dest security.ClientConfig, err error) string {
 		return "destination: the local broker closed the connection while this sidecar connected and authenticated: check that " +
 			KeyLocalBootstrapServers + " names the broker's " + dest.Protocol() + " listener" + check
 	}
+	return unreachable(dest)
+}
+
+// unreachable is destinationProblem's message for any other failure: no
+// broker there (yet), or one that speaks another protocol.
+func unreachable(dest security.ClientConfig) string {
 	return "destination: cannot reach the local broker: check " + KeyLocalBootstrapServers + " and " +
-		k("security.protocol") + " (" + dest.Protocol() + ")"
+		DestinationPrefix + "security.protocol (" + dest.Protocol() + ")"
 }
 
 // isTLSFailure reports whether err is a failed TLS handshake: an alert
