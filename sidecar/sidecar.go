@@ -124,6 +124,9 @@ func (s *Sidecar) Run(ctx context.Context) (err error) {
 	// (notify.go).
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	s.routines.Go("status-sampler", func() { s.status.run(bgCtx, comps.service) })
+	// Whether the destination.* settings get through to the local broker,
+	// logged in words (destcheck.go).
+	s.routines.Go("destination-check", func() { checkDestination(bgCtx, comps.dest, s.cfg.Destination, s.log) })
 	if os.Getenv(notifySocketEnv) != "" {
 		s.routines.Go("sd-notify", func() { s.notifyWhenReady(bgCtx, comps) })
 	}

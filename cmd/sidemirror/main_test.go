@@ -82,6 +82,10 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// destBase is the least configuration that loads, for cases that add
+// destination.* keys.
+const destBase = "local.broker.id=1\nlocal.bootstrap.servers=127.0.0.1:9092\ndata.dir=/tmp/x\n"
+
 func TestBinary(t *testing.T) {
 	bin := buildBinary(t)
 
@@ -105,6 +109,22 @@ func TestBinary(t *testing.T) {
 			"local.broker.id=1\nlocal.bootstrap.servers=127.0.0.1:9092\ndata.dir=/tmp/x\nadmin.listener=:9191\nadmin.advertised.listener=127.0.0.1:9191\n" +
 				"raft.listener=:9192\nraft.peers=1@10.0.0.1:9192,2@10.0.0.2:9192,3@10.0.0.3:9192\n",
 			"admin.advertised.listener", `"127.0.0.1:9191" is a loopback address`},
+		// The destination client's settings that Kafka has and sidemirror
+		// does not: refused at start, naming the key.
+		{"destination Kerberos", destBase + "destination.security.protocol=SASL_SSL\ndestination.sasl.mechanism=GSSAPI\n" +
+			"destination.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n",
+			"destination.sasl.mechanism", `"GSSAPI" (Kerberos) is not supported`},
+		{"destination key store type", destBase + "destination.security.protocol=SSL\ndestination.ssl.keystore.type=BCFKS\n" +
+			"destination.ssl.keystore.location=/etc/sidemirror/sidecar.bcfks\n",
+			"destination.ssl.keystore.type", `"BCFKS" is not supported`},
+		{"destination OAUTHBEARER without a token endpoint", destBase + "destination.security.protocol=SASL_SSL\ndestination.sasl.mechanism=OAUTHBEARER\n" +
+			"destination.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n",
+			"destination.sasl.oauthbearer.token.endpoint.url", "unsecured tokens are not supported"},
+		{"destination login callback handler", destBase + "destination.security.protocol=SASL_SSL\ndestination.sasl.mechanism=OAUTHBEARER\n" +
+			"destination.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n" +
+			"destination.sasl.login.callback.handler.class=com.example.CustomLoginHandler\n" +
+			"destination.sasl.oauthbearer.token.endpoint.url=https://idp.example.com/token\n",
+			"destination.sasl.login.callback.handler.class", `"com.example.CustomLoginHandler" is not supported`},
 	}
 	for _, tc := range badConfigs {
 		t.Run("bad config: "+tc.name, func(t *testing.T) {

@@ -11,4 +11,14 @@
 // stores, an encrypted PKCS#8 key, OAUTHBEARER) mirror a topic each, with
 // records identical at the same offsets; an unsupported setting is refused
 // when the mirror is created.
+//
+// The destination's brokers get the same three listeners, with the
+// sidecars' principals made super users (certificates with CN=sidecar-...
+// mapped to User:sidemirror by ssl.principal.mapping.rules, the OAuth
+// subject in super.users). TestDestinationSecurity (destsec_test.go)
+// restarts the sidecars with their destination client on each way in turn
+// (SCRAM, mTLS with PKCS12 and with JKS stores, an encrypted PKCS#8 key,
+// OAUTHBEARER), mirrors a topic over each and compares both clusters with
+// kcat, then restarts one sidecar without the credential: /readyz fails on
+// its local broker and its log names the problem and the keys to check.
 package clientsec

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +44,16 @@ func TestMain(m *testing.M) {
 	}
 	opts := testbed.DefaultEnvOptions()
 	opts.Source.Secure = &testbed.SecureListeners{PKI: pki, SCRAM: true, MTLS: true, OAuthJWKSURL: idp.url + "/jwks"}
+	// The destination's brokers get the same listeners for the sidecars
+	// (destsec_test.go), which must be super users whichever way they
+	// authenticate: certificates with CN=sidecar-... map to User:sidemirror
+	// (ssl.principal.mapping.rules), the OAuth client's tokens carry
+	// subject mirror-client.
+	opts.Destination.Secure = &testbed.SecureListeners{PKI: pki, SCRAM: true, MTLS: true, OAuthJWKSURL: idp.url + "/jwks"}
+	opts.Destination.BrokerConfig = map[string]string{
+		"super.users":                 strings.Join(append(slices.Clone(testbed.SuperUsers), "User:"+oauthSubject), ";"),
+		"ssl.principal.mapping.rules": `RULE:^CN=sidecar-[^,]*,.*$/` + testbed.Sidemirror.Name + `/,DEFAULT`,
+	}
 	opts.Sidecars = true
 	opts.SidecarConfig = map[string]string{"readonly.allow.everyone.if.no.acl.found": "true"}
 	testbed.Main(m, opts, &env)
@@ -63,6 +75,10 @@ type identityProvider struct {
 
 // The forger's client credentials.
 const forgerID, forgerSecret = "forger", "forger-secret"
+
+// oauthSubject is the subject of every token the identity provider issues:
+// the principal User:mirror-client on the brokers.
+const oauthSubject = "mirror-client"
 
 func startIdentityProvider() (*identityProvider, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -110,7 +126,7 @@ func (p *identityProvider) serveToken(w http.ResponseWriter, r *http.Request) {
 		key = p.forgeKey
 	}
 	now := time.Now().Unix()
-	tok, err := p.sign(key, map[string]any{"sub": "mirror-client", "iat": now, "exp": now + 3600, "scope": "kafka"})
+	tok, err := p.sign(key, map[string]any{"sub": oauthSubject, "iat": now, "exp": now + 3600, "scope": "kafka"})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

@@ -284,10 +284,25 @@ func (s *Sidecar) UnsetConfig(key string) (string, error) {
 }
 
 // editConfig sets key to *value, or removes it when value is nil.
-func (s *Sidecar) editConfig(key string, value *string) (string, error) {
+func (s *Sidecar) editConfig(key string, value *string) (old string, err error) {
+	err = s.EditConfig(func(props map[string]string) {
+		old = props[key]
+		if value == nil {
+			delete(props, key)
+		} else {
+			props[key] = *value
+		}
+	})
+	return old, err
+}
+
+// EditConfig lets edit change the keys of the sidecar's configuration
+// file at once (set, replace or delete entries of props); the sidecar reads
+// it when it starts next.
+func (s *Sidecar) EditConfig(edit func(props map[string]string)) error {
 	data, err := os.ReadFile(s.configPath)
 	if err != nil {
-		return "", fmt.Errorf("testbed: %w", err)
+		return fmt.Errorf("testbed: %w", err)
 	}
 	props := map[string]string{}
 	for line := range strings.Lines(string(data)) {
@@ -295,13 +310,8 @@ func (s *Sidecar) editConfig(key string, value *string) (string, error) {
 			props[k] = v
 		}
 	}
-	old := props[key]
-	if value == nil {
-		delete(props, key)
-	} else {
-		props[key] = *value
-	}
-	return old, s.writeConfig(props)
+	edit(props)
+	return s.writeConfig(props)
 }
 
 // ConfigPath returns the sidecar's configuration file.

@@ -108,6 +108,11 @@ func (c *Cluster) ListenerBootstrap(listener string) string {
 	return strings.Join(addrs, ",")
 }
 
+// ListenerAddr returns this node's address on one of the listeners
+// SecureListeners added (host:port), empty if it has no such listener: the
+// local.bootstrap.servers of a sidecar that reaches its broker over it.
+func (n *Node) ListenerAddr(listener string) string { return n.secureAddrs[listener] }
+
 // secureConfig adds the secure listeners to a node's server.properties.
 func (n *Node) secureConfig(props map[string]string) error {
 	s := n.cluster.opts.Secure

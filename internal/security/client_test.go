@@ -175,7 +175,7 @@ func TestClientStoreErrors(t *testing.T) {
 		{"wrong PKCS12 password", SSLStores{KeystoreLocation: p12, KeystorePassword: "nope"}, "ssl.keystore.location", "wrong password"},
 		{"wrong JKS password", SSLStores{KeystoreLocation: jks, KeystorePassword: "nope"}, "ssl.keystore.location", "ssl.keystore.password"},
 		{"PKCS12 without password", SSLStores{KeystoreLocation: p12, KeystoreType: "PKCS12"}, "ssl.keystore.password", "is missing"},
-		{"wrong key password", SSLStores{KeystoreCertificateChain: string(certPEM(cliCert)), KeystoreKey: string(enc), KeyPassword: "nope"}, "ssl.keystore.key", "ssl.key.password is wrong"},
+		{"wrong key password", SSLStores{KeystoreCertificateChain: string(certPEM(cliCert)), KeystoreKey: string(enc), KeyPassword: "nope"}, "ssl.key.password", "does not decrypt the private key of source.ssl.keystore.key (a wrong password"},
 		{"encrypted key without password", SSLStores{KeystoreCertificateChain: string(certPEM(cliCert)), KeystoreKey: string(enc)}, "ssl.key.password", "is encrypted"},
 		{"password for a plain key", SSLStores{KeystoreCertificateChain: string(certPEM(cliCert)), KeystoreKey: string(keyPEM(t, cliKey)), KeyPassword: "x"}, "ssl.key.password", "not encrypted"},
 		{"key of another certificate", SSLStores{KeystoreCertificateChain: string(certPEM(cliCert)), KeystoreKey: string(keyPEM(t, otherKey))}, "ssl.keystore.key", "does not belong"},

@@ -297,6 +297,10 @@ func (s SSLStores) Certificate(prefix string) (*tls.Certificate, error) {
 		return nil, configErr(pwKey, "is set, but the private key is not encrypted (expected it empty, or an ENCRYPTED PRIVATE KEY)")
 	case encrypted:
 		plain, err := decryptPKCS8(keyDER, s.KeyPassword)
+		if errors.Is(err, errWrongKeyPass) {
+			// Name the key the operator must fix, with its prefix.
+			return nil, configErr(pwKey, "does not decrypt the private key of %s (a wrong password, or the key is damaged)", key)
+		}
 		if err != nil {
 			return nil, configErr(key, "%v", err)
 		}
