@@ -126,10 +126,10 @@ func TestKIPCLICommands(t *testing.T) {
 	// put back the config the test changes to fail a partition).
 	m1Config := mirrorConfigFile(t, nil)
 	m2Config := mirrorConfigFile(t, map[string]string{"mirror.partition.retry.max.attempts": "0", "mirror.metadata.refresh.interval.ms": "3600000"})
+	// The alter of section 8.3 sets bootstrap.servers to one address, as
+	// the KIP does: the source's last node.
 	m1Bootstrap := env.Source.Bootstrap()
-	srcAddrs := strings.Split(m1Bootstrap, ",")
-	slices.Reverse(srcAddrs)
-	altered := strings.Join(srcAddrs, ",")
+	altered := env.Source.Nodes()[len(env.Source.Nodes())-1].BrokerAddr
 
 	// The state the describe rows are computed from.
 	mirrorTopics := map[string][]string{m1: {eu, us}, m2: {myTopc}}
