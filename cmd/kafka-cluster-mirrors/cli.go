@@ -184,8 +184,9 @@ Option                                  Description
                                           MIRRORING with lag 0.
 --watch                                 With --describe: describe again every
                                           --interval, with each mirror's
-                                          total lag, its rate and an ETA,
-                                          until interrupted.
+                                          total lag, throughput (MB/s and
+                                          records/s) and an ETA, until
+                                          interrupted.
 
 Long options may be abbreviated to any unambiguous prefix (--bootstrap for
 --bootstrap-server). Exit codes: 0 success; 1 error; 2 a --command-config
