@@ -69,18 +69,19 @@ func TestPartitionRow(t *testing.T) {
 // TestDetailUnreachableSource: a partition whose source cannot be reached
 // is described with its lag not available (never 0 from a stale source high
 // watermark), the time since which it is unreachable and the last error on
-// its row; a healthy one keeps its lag and carries its lag in time.
+// its row; a healthy one keeps its lag and carries its lag in time and the
+// bytes its owner appended.
 func TestDetailUnreachableSource(t *testing.T) {
 	r := &reconciler{brokerID: 2}
 	lastFetch := time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)
 	healthy := fetcher.PartitionStatus{
 		Partition: fetcher.Partition{Mirror: "m", Topic: "t", Partition: 1}, State: fetcher.StateMirroring,
 		SourceHighWatermark: 100, DestinationLogEndOffset: 100, Lag: 0,
-		LagTime: 250 * time.Millisecond, LastFetch: lastFetch,
+		LagTime: 250 * time.Millisecond, LastFetch: lastFetch, BytesMirrored: 123456,
 	}
 	d := r.detail(healthy, healthy.State, nil)
 	if d.Lag != 0 || d.LagTimeMs != 250 || d.LastFetchTimestampMs != lastFetch.UnixMilli() ||
-		d.SourceUnreachableSinceMs != -1 || d.LastError != nil || d.OwnerBrokerId != 2 {
+		d.SourceUnreachableSinceMs != -1 || d.LastError != nil || d.OwnerBrokerId != 2 || d.MirroredBytes != 123456 {
 		t.Fatalf("healthy row = %+v", d)
 	}
 

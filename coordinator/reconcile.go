@@ -495,6 +495,7 @@ func (r *reconciler) detail(ps fetcher.PartitionStatus, st partstate.State, cs *
 		d.LastError = strPtr(ps.LastError)
 	}
 	d.LagTimeMs = ps.LagTime.Milliseconds()
+	d.MirroredBytes = ps.BytesMirrored
 	if !ps.LastFetch.IsZero() {
 		d.LastFetchTimestampMs = ps.LastFetch.UnixMilli()
 	}

@@ -13,7 +13,7 @@ import (
 // sidemirror extensions, all tagged: PartitionDetail.LastError (tag 0),
 // OwnerBrokerId (tag 1), SourceUnreachableSinceMs (tag 2), LagTimeMs (tag 3),
 // LastFetchTimestampMs (tag 4), RetryAttempt (tag 5), MaxRetryAttempts
-// (tag 6) and NonRetryable (tag 7); DescribedMirror.SourceClusterId (tag 0),
+// (tag 6), NonRetryable (tag 7) and MirroredBytes (tag 8); DescribedMirror.SourceClusterId (tag 0),
 // SourceBootstrap (tag 1), Configs (tag 2, secret values redacted by the
 // server) and ErrorMessage (tag 3). The KIP's scrape lost the name of the
 // partition's last-mirror-epoch field; it is LastMirrorEpoch here, as in
@@ -89,7 +89,10 @@ import (
 //	            "about": "The most automatic retries the mirror allows a FAILED partition, or -1 if not known." },
 //	          { "name": "NonRetryable", "type": "bool", "versions": "0+", "default": "false",
 //	            "taggedVersions": "0+", "tag": 7,
-//	            "about": "True if the partition failed for good: it is never retried automatically, only recovered by an operator." }
+//	            "about": "True if the partition failed for good: it is never retried automatically, only recovered by an operator." },
+//	          { "name": "MirroredBytes", "type": "int64", "versions": "0+", "default": "-1",
+//	            "taggedVersions": "0+", "tag": 8,
+//	            "about": "Record batch bytes the owner's sidecar appended for the partition since it began driving it, or -1 if not known." }
 //	        ]}
 //	      ]},
 //	      { "name": "SourceClusterId", "type": "string", "versions": "0+", "default": "",
@@ -273,12 +276,17 @@ type PartitionDetail struct {
 	RetryAttempt     int16 `json:"retryAttempt"`     // tag 5: automatic retries made while FAILED
 	MaxRetryAttempts int16 `json:"maxRetryAttempts"` // tag 6: most automatic retries allowed, -1 if unknown
 	NonRetryable     bool  `json:"nonRetryable"`     // tag 7: failed for good, never retried automatically
+
+	// MirroredBytes (tag 8) counts the record batch bytes the owner's
+	// sidecar appended for the partition since it began driving it (a
+	// counter: --describe --watch's MB/s is its rate), -1 if not known.
+	MirroredBytes int64 `json:"mirroredBytes"`
 }
 
 // Default sets the schema's defaults.
 func (p *PartitionDetail) Default() {
 	*p = PartitionDetail{SourceOffset: -1, DestinationOffset: -1, Lag: -1, LastMirrorEpoch: -1, OwnerBrokerId: -1,
-		SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1, MaxRetryAttempts: -1}
+		SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1, MaxRetryAttempts: -1, MirroredBytes: -1}
 }
 
 func (p *PartitionDetail) appendTo(dst []byte) []byte {
@@ -313,6 +321,9 @@ func (p *PartitionDetail) appendTo(dst []byte) []byte {
 	if p.NonRetryable {
 		tw.add(7, kbin.AppendBool(nil, p.NonRetryable))
 	}
+	if p.MirroredBytes != -1 {
+		tw.add(8, kbin.AppendInt64(nil, p.MirroredBytes))
+	}
 	return tw.appendTo(dst)
 }
 
@@ -342,6 +353,8 @@ func (p *PartitionDetail) readFrom(d *decoder) {
 			p.MaxRetryAttempts = f.int16()
 		case 7:
 			p.NonRetryable = f.bool()
+		case 8:
+			p.MirroredBytes = f.int64()
 		default:
 			return false
 		}

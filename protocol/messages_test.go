@@ -233,7 +233,7 @@ func TestGoldenBytes(t *testing.T) {
 				Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
 					PartitionIndex: 1, SourceOffset: -1, DestinationOffset: -1, Lag: -1, State: "S",
 					LastMirrorEpoch: -1, LastError: strp("e"), OwnerBrokerId: 2,
-					SourceUnreachableSinceMs: -1, LagTimeMs: 3, LastFetchTimestampMs: -1, MaxRetryAttempts: -1,
+					SourceUnreachableSinceMs: -1, LagTimeMs: 3, LastFetchTimestampMs: -1, MaxRetryAttempts: -1, MirroredBytes: -1,
 				}}}},
 			}}},
 			hex: "00000000" + "0000" + "00" + // throttle, error code, null message
@@ -247,20 +247,21 @@ func TestGoldenBytes(t *testing.T) {
 				"00", // response tags
 		},
 		{
-			name: "DescribeClusterMirrorsResponse retry tags",
+			name: "DescribeClusterMirrorsResponse retry and bytes tags",
 			msg: &DescribeClusterMirrorsResponse{Mirrors: []DescribedMirror{{
 				MirrorName: "m", AuthorizedOperations: -2147483648,
 				Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
 					PartitionIndex: 1, SourceOffset: -1, DestinationOffset: -1, Lag: -1, State: "S",
 					LastMirrorEpoch: -1, OwnerBrokerId: -1, SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1,
-					RetryAttempt: 3, MaxRetryAttempts: 20, NonRetryable: true,
+					RetryAttempt: 3, MaxRetryAttempts: 20, NonRetryable: true, MirroredBytes: 1 << 20,
 				}}}},
 			}}},
 			hex: "00000000" + "0000" + "00" + // throttle, error code, null message
 				"02" + "0000" + "026d" + "80000000" + // 1 mirror: error code, "m", authorized operations
 				"02" + "0274" + "02" + // 1 topic "t", 1 partition
 				"00000001" + "ffffffffffffffff" + "ffffffffffffffff" + "ffffffffffffffff" + "0253" + "ffffffff" +
-				"03" + "05" + "02" + "0003" + "06" + "02" + "0014" + "07" + "01" + "01" + // tags: RetryAttempt 3, MaxRetryAttempts 20, NonRetryable
+				"04" + "05" + "02" + "0003" + "06" + "02" + "0014" + "07" + "01" + "01" + // tags: RetryAttempt 3, MaxRetryAttempts 20, NonRetryable,
+				"08" + "08" + "0000000000100000" + // MirroredBytes 1 MiB
 				"00" + // topic tags
 				"00" + // mirror tags
 				"00", // response tags
@@ -346,10 +347,10 @@ func TestUnknownTagsSkipped(t *testing.T) {
 	b = kbin.AppendInt64(b, 2)
 	b = kbin.AppendCompactString(b, "MIRRORING")
 	b = kbin.AppendInt32(b, 3)
-	b = kbin.AppendUvarint(b, 4) // partition tags: 0, 1, 8, 300
+	b = kbin.AppendUvarint(b, 4) // partition tags: 0, 1, 99, 300
 	b = append(b, tagBytes(0, kbin.AppendCompactNullableString(nil, strp("boom")))...)
 	b = append(b, tagBytes(1, kbin.AppendInt32(nil, 9))...)
-	b = append(b, tagBytes(8, []byte("future"))...)
+	b = append(b, tagBytes(99, []byte("future"))...)
 	b = append(b, tagBytes(300, nil)...)
 	b = kbin.AppendUvarint(b, 0) // topic tags
 	b = kbin.AppendUvarint(b, 2) // mirror tags: 0, 42
@@ -369,7 +370,7 @@ func TestUnknownTagsSkipped(t *testing.T) {
 			Topics: []DescribedTopic{{TopicName: "t", Partitions: []PartitionDetail{{
 				SourceOffset: 10, DestinationOffset: 8, Lag: 2, State: "MIRRORING", LastMirrorEpoch: 3,
 				LastError: strp("boom"), OwnerBrokerId: 9,
-				SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1, MaxRetryAttempts: -1,
+				SourceUnreachableSinceMs: -1, LagTimeMs: -1, LastFetchTimestampMs: -1, MaxRetryAttempts: -1, MirroredBytes: -1,
 			}}}},
 		}},
 	}

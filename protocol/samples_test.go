@@ -42,7 +42,7 @@ func sampleDescribedMirrors() []DescribedMirror {
 							State: "FAILED", LastMirrorEpoch: 1,
 							LastError: strp("source topic ID changed"), OwnerBrokerId: 0,
 							SourceUnreachableSinceMs: 0, LagTimeMs: 0, LastFetchTimestampMs: 1,
-							RetryAttempt: 4, MaxRetryAttempts: 20, NonRetryable: true,
+							RetryAttempt: 4, MaxRetryAttempts: 20, NonRetryable: true, MirroredBytes: 123456,
 						},
 					},
 				},

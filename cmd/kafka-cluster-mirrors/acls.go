@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,10 +23,66 @@ import (
 //	--remove-acl --cluster-mirror my-mirror [--operation Alter] [--allow-principal User:mirror-admin]
 //
 // --cluster names Kafka's CLUSTER resource, whose ALTER the raft membership
-// and the ACL actions themselves need.
+// and the ACL actions themselves need. kafka-acls.sh's own action names,
+// --add, --list and --remove, are taken too when the command line names an
+// ACL resource or principal (kafkaACLsVerbs), so the KIP's commands run as
+// written.
 
 // aclActions manage ACLs; they take no --mirror.
 var aclActions = map[string]bool{"add-acl": true, "list-acls": true, "remove-acl": true}
+
+// kafkaACLsVerbs are kafka-acls.sh's actions and the ones they stand for.
+var kafkaACLsVerbs = map[string]string{"add": "add-acl", "list": "list-acls", "remove": "remove-acl"}
+
+// aclResourceFlags are the flags that make --add, --list and --remove
+// kafka-acls.sh's actions.
+var aclResourceFlags = []string{"cluster-mirror", "cluster", "allow-principal", "deny-principal", "principal"}
+
+// rewriteKafkaACLsVerbs rewrites kafka-acls.sh's --add, --list and
+// --remove to --add-acl, --list-acls and --remove-acl when args name an
+// ACL resource or principal (aclResourceFlags, spelled out in full), as
+// in KIP-1279 section 8.4: kafka-acls.sh --add --cluster-mirror my-mirror
+// ... Otherwise args are returned as they are: --list lists the mirrors,
+// and --add and --remove are ambiguous prefixes (expandPrefixes says so).
+// args[0] is the program name; "--" ends the options, and the value of a
+// flag that takes one (given in full) is skipped.
+func rewriteKafkaACLsVerbs(args []string, flags []cli.Flag) []string {
+	takesValue := map[string]bool{}
+	for _, f := range flags {
+		if _, isBool := f.(*cli.BoolFlag); !isBool {
+			for _, n := range f.Names() {
+				takesValue[n] = true
+			}
+		}
+	}
+	var verbs []int
+	resource := false
+	for i := 1; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if !strings.HasPrefix(arg, "--") {
+			continue
+		}
+		if _, ok := kafkaACLsVerbs[name]; ok && !hasValue {
+			verbs = append(verbs, i)
+		}
+		resource = resource || slices.Contains(aclResourceFlags, name)
+		if takesValue[name] && !hasValue {
+			i++
+		}
+	}
+	if !resource || len(verbs) == 0 {
+		return args
+	}
+	out := slices.Clone(args)
+	for _, i := range verbs {
+		out[i] = "--" + kafkaACLsVerbs[strings.TrimPrefix(out[i], "--")]
+	}
+	return out
+}
 
 // aclFlags are the flags of the ACL actions.
 type aclFlags struct {

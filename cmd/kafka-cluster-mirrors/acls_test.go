@@ -81,6 +81,40 @@ func TestACLCommands(t *testing.T) {
 			wantOut: "Adding ACLs for resource `ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)`:\n" +
 				"      (principal=User:CN=ops,O=example, host=*, operation=ALTER, permissionType=ALLOW)\n\n",
 		},
+		{
+			// KIP-1279 section 8.4 as written: kafka-acls.sh's --add.
+			name: "kafka-acls --add",
+			args: []string{"--add", "--cluster-mirror", "my-mirror", "--operation", "Create", "--operation", "Alter", "--operation", "Describe",
+				"--operation", "Delete", "--operation", "AlterConfigs", "--operation", "DescribeConfigs", "--allow-principal", "User:mirror-admin"},
+			resp: []protocol.Response{created},
+			wantOut: "Adding ACLs for resource `ResourcePattern(resourceType=CLUSTER_MIRROR, name=my-mirror, patternType=LITERAL)`:\n" +
+				"      (principal=User:mirror-admin, host=*, operation=CREATE, permissionType=ALLOW)\n" +
+				"      (principal=User:mirror-admin, host=*, operation=ALTER, permissionType=ALLOW)\n" +
+				"      (principal=User:mirror-admin, host=*, operation=DESCRIBE, permissionType=ALLOW)\n" +
+				"      (principal=User:mirror-admin, host=*, operation=DELETE, permissionType=ALLOW)\n" +
+				"      (principal=User:mirror-admin, host=*, operation=ALTER_CONFIGS, permissionType=ALLOW)\n" +
+				"      (principal=User:mirror-admin, host=*, operation=DESCRIBE_CONFIGS, permissionType=ALLOW)\n\n",
+			wantReq: wantCreate,
+		},
+		{
+			name: "kafka-acls --list --cluster-mirror",
+			args: []string{"--list", "--cluster-mirror", "my-mirror"},
+			resp: []protocol.Response{listed},
+			wantOut: "Current ACLs for resource `ResourcePattern(resourceType=CLUSTER_MIRROR, name=my-mirror, patternType=LITERAL)`:\n" +
+				"      (principal=User:mirror-admin, host=*, operation=CREATE, permissionType=ALLOW)\n" +
+				"      (principal=User:mirror-admin, host=*, operation=ALTER_CONFIGS, permissionType=ALLOW)\n\n",
+		},
+		{
+			name: "kafka-acls --remove, the resource given with =",
+			args: []string{"--remove", "--cluster-mirror=*", "--operation", "Describe", "--allow-principal", "User:monitor"},
+			resp: []protocol.Response{removed},
+			wantOut: "Removing ACLs for resource `ResourcePattern(resourceType=CLUSTER_MIRROR, name=*, patternType=LITERAL)`:\n" +
+				"      (principal=User:monitor, host=*, operation=DESCRIBE, permissionType=ALLOW)\n\n",
+		},
+		{name: "kafka-acls --add without a resource is an ambiguous prefix", args: []string{"--add", "--operation", "Alter"}, wantCode: 1,
+			wantErr: "Error: option --add is ambiguous: it could be --add-acl, --add-config, --add-config-file or --add-sidecar (see --help)\n"},
+		{name: "a resource flag's name as another flag's value is no resource", args: []string{"--list", "--mirror", "--cluster"}, wantCode: 1,
+			wantErr: "Error: --mirror is not valid with --list\n"},
 		{name: "add without operation", args: []string{"--add-acl", "--cluster-mirror", "m", "--allow-principal", "User:a"}, wantCode: 1,
 			wantErr: "Error: --add-acl requires --operation (Create, Delete, Alter, Describe, AlterConfigs, DescribeConfigs or All)\n"},
 		{name: "an operation CLUSTER_MIRROR has not", args: []string{"--add-acl", "--cluster-mirror", "m", "--allow-principal", "User:a", "--operation", "Write"}, wantCode: 1,

@@ -61,7 +61,11 @@ Option                                  Description
 --add-acl                               Add ACLs (kafka-acls.sh --add): with
                                           --cluster-mirror or --cluster,
                                           --operation and --allow-principal
-                                          or --deny-principal.
+                                          or --deny-principal. --add,
+                                          --list and --remove are
+                                          --add-acl, --list-acls and
+                                          --remove-acl when --cluster-mirror,
+                                          --cluster or a principal is given.
 --add-config <String: key=value,...>    Configs of the mirror to set, with
                                           --alter: comma-separated key=value
                                           entries; a value with commas goes
@@ -180,13 +184,14 @@ Option                                  Description
                                           MIRRORING with lag 0.
 --watch                                 With --describe: describe again every
                                           --interval, with each mirror's
-                                          total lag, its rate and an ETA,
-                                          until interrupted.
+                                          total lag, throughput (MB/s and
+                                          records/s) and an ETA, until
+                                          interrupted.
 
 Long options may be abbreviated to any unambiguous prefix (--bootstrap for
---bootstrap-server). Exit codes: 0 success; 1 error; 2 --describe found
-FAILED partitions (among those it shows), or --wait met one; 3 --wait timed
-out.
+--bootstrap-server). Exit codes: 0 success; 1 error; 2 a --command-config
+setting refused; 3 --describe found FAILED partitions (among those it
+shows), or --wait met one; 4 --wait timed out.
 `
 
 // Config is a parsed command line.
@@ -564,7 +569,7 @@ func newApp(stdout, stderr io.Writer, code *int) *cli.App {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := 0
 	app := newApp(stdout, stderr, &code)
-	args, err := expandPrefixes(args, app.Flags)
+	args, err := expandPrefixes(rewriteKafkaACLsVerbs(args, app.Flags), app.Flags)
 	if err == nil {
 		err = app.RunContext(ctx, args)
 	}

@@ -378,6 +378,7 @@ func TestDescribe(t *testing.T) {
 	full := partition(0, 69, 66, 3, "FAILED")
 	full.LastMirrorEpoch, full.LastError, full.OwnerBrokerId = 4, strp("source topic ID changed"), 2
 	full.SourceUnreachableSinceMs, full.LagTimeMs, full.LastFetchTimestampMs = 1764637323000, 61250, 1764637323000
+	full.MirroredBytes = 1 << 20
 	unreachable := partition(0, 200, 200, -1, "MIRRORING")
 	unreachable.SourceUnreachableSinceMs, unreachable.LagTimeMs = 1764637323000, 61250
 	unreachable.LastError = strp("source unreachable since 2026-12-02T01:02:03Z (1m1s ago): source fetch of m/orders/0 from broker 1: connection refused")
@@ -460,7 +461,8 @@ func TestDescribe(t *testing.T) {
               "lastFetchTimestampMs": 1764637323000,
               "retryAttempt": 3,
               "maxRetryAttempts": 20,
-              "nonRetryable": false
+              "nonRetryable": false,
+              "mirroredBytes": 1048576
             }
           ]
         }

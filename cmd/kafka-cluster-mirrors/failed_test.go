@@ -126,7 +126,8 @@ func TestDescribeFailedAndFilters(t *testing.T) {
               "lastFetchTimestampMs": -1,
               "retryAttempt": 0,
               "maxRetryAttempts": -1,
-              "nonRetryable": false
+              "nonRetryable": false,
+              "mirroredBytes": -1
             }
           ]
         }

@@ -123,13 +123,61 @@ func waitCaughtUp(ctx context.Context, cl client, cfg Config, topics []string, o
 }
 
 // watchSample is one --watch refresh of a mirror: its total lag and the
-// records on the destination, when, and the partitions whose lag is not
-// known because their source is unreachable (describe shows LAG -).
+// records on the destination, the bytes each partition's owner has
+// appended (by partition and owner: a counter that starts again when
+// another sidecar takes the partition over), when, and the partitions
+// whose lag is not known because their source is unreachable (describe
+// shows LAG -).
 type watchSample struct {
 	at          time.Time
 	lag, dst    int64
+	bytes       map[watchKey]int64
 	unreachable int
 }
+
+// watchKey names a partition's byte counter: the partition and the broker
+// whose sidecar counts.
+type watchKey struct {
+	topic            string
+	partition, owner int32
+}
+
+// sampleOf sums up mirror m as described at.
+func sampleOf(m protocol.DescribedMirror, at time.Time) watchSample {
+	s := watchSample{at: at, bytes: map[watchKey]int64{}}
+	for _, t := range m.Topics {
+		for _, p := range t.Partitions {
+			s.lag += max(p.Lag, 0)
+			s.dst += max(p.DestinationOffset, 0)
+			if p.SourceUnreachableSinceMs > 0 {
+				s.unreachable++
+			}
+			if p.MirroredBytes >= 0 && p.OwnerBrokerId >= 0 {
+				s.bytes[watchKey{t.TopicName, p.PartitionIndex, p.OwnerBrokerId}] = p.MirroredBytes
+			}
+		}
+	}
+	return s
+}
+
+// bytesPerSecond is the rate at which the partitions' owners appended
+// bytes between prev and cur, over the counters both samples have (a
+// partition whose owner changed counts again from the next sample); false
+// when they have none in common (sidecars that do not count bytes).
+func bytesPerSecond(prev, cur watchSample, dt float64) (float64, bool) {
+	var sum int64
+	common := false
+	for k, b := range cur.bytes {
+		if pb, ok := prev.bytes[k]; ok {
+			common = true
+			sum += max(b-pb, 0)
+		}
+	}
+	return float64(sum) / dt, common
+}
+
+// mebibyte is the MB of --watch's MB/s, as Kafka's perf tools count it.
+const mebibyte = 1 << 20
 
 // watchMirrors is --describe --watch: the describe table every --interval,
 // each followed by a line per mirror with its total lag, the rate at which
@@ -162,16 +210,7 @@ func watchMirrors(ctx context.Context, cl client, cfg Config, out, errOut io.Wri
 			}
 			fmt.Fprintln(out)
 			for _, m := range resp.Mirrors {
-				s := watchSample{at: now}
-				for _, t := range m.Topics {
-					for _, p := range t.Partitions {
-						s.lag += max(p.Lag, 0)
-						s.dst += max(p.DestinationOffset, 0)
-						if p.SourceUnreachableSinceMs > 0 {
-							s.unreachable++
-						}
-					}
-				}
+				s := sampleOf(m, now)
 				fmt.Fprintln(out, watchLine(m.MirrorName, prev[m.MirrorName], s))
 				prev[m.MirrorName] = s
 			}
@@ -184,9 +223,9 @@ func watchMirrors(ctx context.Context, cl client, cfg Config, out, errOut io.Wri
 	}
 }
 
-// watchLine is --watch's summary of a mirror: total lag, mirrored and
-// drained records per second since the previous sample (if any), and the
-// ETA at the drain rate. Partitions whose source is unreachable have no
+// watchLine is --watch's summary of a mirror: total lag, the throughput
+// since the previous sample (if any) in MB/s and records per second, the
+// records per second the lag drains, and the ETA at the drain rate. Partitions whose source is unreachable have no
 // known lag: they are counted, and while there are any the mirror is not
 // caught up and has no ETA.
 func watchLine(mirror string, prev, cur watchSample) string {
@@ -200,7 +239,11 @@ func watchLine(mirror string, prev, cur watchSample) string {
 	}
 	copied := float64(cur.dst-prev.dst) / dt
 	drain := float64(prev.lag-cur.lag) / dt
-	line += fmt.Sprintf(", mirroring %s records/s", strconv.FormatFloat(max(copied, 0), 'f', 0, 64))
+	line += ", mirroring "
+	if bps, ok := bytesPerSecond(prev, cur, dt); ok {
+		line += strconv.FormatFloat(bps/mebibyte, 'f', 2, 64) + " MB/s, "
+	}
+	line += strconv.FormatFloat(max(copied, 0), 'f', 0, 64) + " records/s"
 	switch {
 	case cur.unreachable > 0:
 		// Their lag is missing from the sum (and was in the previous

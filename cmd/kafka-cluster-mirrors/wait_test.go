@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -135,10 +136,14 @@ func TestWait(t *testing.T) {
 func TestWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	owned := func(p protocol.PartitionDetail, bytes int64) protocol.PartitionDetail {
+		p.OwnerBrokerId, p.MirroredBytes = 2, bytes
+		return p
+	}
 	h := &sequenceHandler{describes: []*protocol.DescribeClusterMirrorsResponse{
-		oneTopic(partition(0, 1000, 600, 400, "MIRRORING")),
-		oneTopic(partition(0, 1000, 800, 200, "MIRRORING")),
-		oneTopic(partition(0, 1000, 1000, 0, "MIRRORING")),
+		oneTopic(owned(partition(0, 1000, 600, 400, "MIRRORING"), 60<<20)),
+		oneTopic(owned(partition(0, 1000, 800, 200, "MIRRORING"), 80<<20)),
+		oneTopic(owned(partition(0, 1000, 1000, 0, "MIRRORING"), 100<<20)),
 	}, onDescribe: func(n int) {
 		if n == 3 {
 			cancel() // Ctrl-C after the third refresh
@@ -159,6 +164,7 @@ func TestWatch(t *testing.T) {
 	for _, want := range []string{
 		"Mirror m: lag 400 record(s)\n",
 		"Mirror m: lag 200 record(s), mirroring ",
+		" MB/s, ",
 		" records/s, lag draining ",
 		" records/s, ETA ",
 	} {
@@ -170,12 +176,20 @@ func TestWatch(t *testing.T) {
 
 func TestWatchLine(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	prev := watchSample{at: t0, lag: 400, dst: 600}
+	prev := watchSample{at: t0, lag: 400, dst: 600, bytes: map[watchKey]int64{{"t", 0, 1}: 1 << 20, {"t", 1, 1}: 1 << 20, {"t", 2, 2}: 7 << 20}}
 	for _, c := range []struct {
 		cur  watchSample
 		want string
 	}{
 		{watchSample{at: t0.Add(2 * time.Second), lag: 200, dst: 800}, "Mirror m: lag 200 record(s), mirroring 100 records/s, lag draining 100 records/s, ETA 2s"},
+		// Bytes: 3 MiB in 2 s over the counters both samples have; a
+		// partition whose owner changed (or new) counts from the next one.
+		{watchSample{at: t0.Add(2 * time.Second), lag: 200, dst: 800, bytes: map[watchKey]int64{
+			{"t", 0, 1}: 1<<20 + 2<<20, {"t", 1, 1}: 1<<20 + 1<<20, {"t", 2, 3}: 50 << 20}},
+			"Mirror m: lag 200 record(s), mirroring 1.50 MB/s, 100 records/s, lag draining 100 records/s, ETA 2s"},
+		// A counter that went back (a restarted sidecar) adds nothing.
+		{watchSample{at: t0.Add(2 * time.Second), lag: 0, dst: 1000, bytes: map[watchKey]int64{{"t", 0, 1}: 0}},
+			"Mirror m: lag 0 record(s), mirroring 0.00 MB/s, 200 records/s, caught up"},
 		{watchSample{at: t0.Add(2 * time.Second), lag: 0, dst: 1000}, "Mirror m: lag 0 record(s), mirroring 200 records/s, caught up"},
 		{watchSample{at: t0.Add(2 * time.Second), lag: 500, dst: 700}, "Mirror m: lag 500 record(s), mirroring 50 records/s, lag not draining"},
 		// A partition whose source is unreachable has LAG -: not caught up.
@@ -188,5 +202,27 @@ func TestWatchLine(t *testing.T) {
 	}
 	if got := watchLine("m", watchSample{}, prev); got != "Mirror m: lag 400 record(s)" {
 		t.Errorf("first sample: %q", got)
+	}
+}
+
+// TestSampleOf sums a described mirror up for --watch: lag and destination
+// offsets over the partitions whose values are known, the byte counters of
+// partitions with an owner that counts, the unreachable partitions.
+func TestSampleOf(t *testing.T) {
+	at := time.Unix(2_000_000, 0)
+	counted := partition(0, 100, 90, 10, "MIRRORING")
+	counted.OwnerBrokerId, counted.MirroredBytes = 1, 4096
+	unreachable := partition(1, 50, 40, -1, "MIRRORING")
+	unreachable.OwnerBrokerId, unreachable.MirroredBytes, unreachable.SourceUnreachableSinceMs = 2, 0, 1_999_000_000
+	oldSidecar := partition(2, 10, 5, 5, "MIRRORING") // MirroredBytes -1: not counted
+	oldSidecar.OwnerBrokerId = 3
+	paused := partition(3, -1, -1, -1, "PAUSED")
+	paused.MirroredBytes = 0 // no owner: not counted
+	m := protocol.DescribedMirror{MirrorName: "m", Topics: []protocol.DescribedTopic{{TopicName: "t",
+		Partitions: []protocol.PartitionDetail{counted, unreachable, oldSidecar, paused}}}}
+	got := sampleOf(m, at)
+	want := watchSample{at: at, lag: 15, dst: 135, unreachable: 1, bytes: map[watchKey]int64{{"t", 0, 1}: 4096, {"t", 1, 2}: 0}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sampleOf = %+v, want %+v", got, want)
 	}
 }

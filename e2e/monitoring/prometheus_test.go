@@ -30,11 +30,13 @@ const (
 	mirrorName    = "monitored"
 	topicName     = "payments"
 	job           = "sidemirror"
-	// refresh is the mirror's metadata sync interval (ms), and
-	// unreachableAfter the source-unreachable threshold the test gives the
-	// committed rule instead of its 120 s.
+	// refresh is the mirror's metadata sync interval (ms), unreachableAfter
+	// the source-unreachable threshold the test gives the committed rule
+	// instead of its 120 s, and lagTimeAbove the lag-in-time alert's
+	// instead of its 300 s (the RPO).
 	refresh          = "2000"
 	unreachableAfter = "15"
+	lagTimeAbove     = "20"
 )
 
 // wait polls a few times a second.
@@ -42,15 +44,20 @@ var wait = testwait.Every(500 * time.Millisecond)
 
 // TestPrometheus runs a real Prometheus that scrapes the three sidecars of
 // the bed every second with the committed alert rules (their "for"
-// durations set to 0 and the source-unreachable threshold to 15 s, so that
-// the test takes seconds rather than minutes; the expressions are
-// otherwise the committed ones). While a mirror copies a topic that a
-// producer keeps writing, and after the source cluster is stopped, every
-// query of the committed Grafana dashboard must return data at least
-// once, the template variables must find the job and the mirror, every
-// rule must evaluate without error, the source-unreachable alert must be
-// inactive while the source runs and fire once it is stopped, and the
-// no-raft-leader and partition-failed alerts must stay inactive.
+// durations set to 0, the source-unreachable threshold to 15 s and the
+// lag-in-time RPO to 20 s, so that the test takes seconds rather than
+// minutes; the expressions are otherwise the committed ones). While a
+// mirror copies a topic that a producer keeps writing, and after the
+// source cluster is stopped, every query of the committed Grafana
+// dashboard must return data at least once, the template variables must
+// find the job and the mirror, every rule must evaluate without error, the
+// source-unreachable and lag alerts must be inactive while the source runs
+// and fire once it is stopped, and the no-raft-leader and partition-failed
+// alerts must stay inactive. The lag alert that fires is
+// SidemirrorLagTimeAboveRPO, the lag in time: with the source stopped the
+// lag in records cannot be measured (SidemirrorLagAboveRPO's records stay
+// at the last known count), while the time since the destination last held
+// everything the source had keeps growing.
 func TestPrometheus(t *testing.T) {
 	if _, err := exec.LookPath("prometheus"); err != nil {
 		t.Fatal("prometheus is not installed: scripts/setup.sh installs Debian's prometheus package")
@@ -126,9 +133,9 @@ func TestPrometheus(t *testing.T) {
 	// election (a loaded machine can miss heartbeats) fires
 	// SidemirrorNoRaftLeader; a healthy group settles within seconds, so
 	// the alerts must all be inactive in one evaluation within 30 s.
-	quiet := []string{"SidemirrorSourceUnreachable", "SidemirrorNoRaftLeader", "SidemirrorPartitionFailed", "SidemirrorSidecarDown"}
+	quiet := []string{"SidemirrorSourceUnreachable", "SidemirrorLagTimeAboveRPO", "SidemirrorNoRaftLeader", "SidemirrorPartitionFailed", "SidemirrorSidecarDown"}
 	last := ""
-	wait.For(t, 30*time.Second, "the source-unreachable, raft-leader, FAILED and sidecar-down alerts inactive in one evaluation while the source runs", func() bool {
+	wait.For(t, 30*time.Second, "the source-unreachable, lag, raft-leader, FAILED and sidecar-down alerts inactive in one evaluation while the source runs", func() bool {
 		var active []string
 		rules = prom.rules(t)
 		for _, name := range quiet {
@@ -185,6 +192,13 @@ func TestPrometheus(t *testing.T) {
 		return prom.rules(t)["SidemirrorSourceUnreachable"].State == "firing"
 	})
 	t.Logf("SidemirrorSourceUnreachable fired %.1f s after the source stopped (threshold %s s)", time.Since(stopped).Seconds(), unreachableAfter)
+	wait.For(t, 2*time.Minute, "the lag alert (SidemirrorLagTimeAboveRPO) to fire", func() bool {
+		ask()
+		return prom.rules(t)["SidemirrorLagTimeAboveRPO"].State == "firing"
+	})
+	lagTime, _ := prom.value(`max(sidemirror_partition_lag_seconds{job="sidemirror", mirror="monitored"})`)
+	t.Logf("SidemirrorLagTimeAboveRPO fired %.1f s after the source stopped (RPO %s s; largest partition lag %s s)",
+		time.Since(stopped).Seconds(), lagTimeAbove, lagTime)
 	lagAfter, _ := prom.value(`max(sidemirror_partition_lag_records{job="sidemirror", mirror="monitored"})`)
 	t.Logf("largest partition lag: %s while the source ran, %s with the source stopped (SidemirrorLagAboveRPO: %s)",
 		lagBefore, lagAfter, prom.rules(t)["SidemirrorLagAboveRPO"].State)
@@ -246,6 +260,11 @@ func startPrometheus(t *testing.T) *prometheus {
 		t.Fatalf("%s: the source-unreachable rule's threshold (> 120) is not where the test expects it", rulesPath)
 	}
 	rules = threshold.ReplaceAll(rules, []byte("$1 > "+unreachableAfter))
+	rpo := regexp.MustCompile(`(sidemirror_partition_lag_seconds\{job=~"sidemirror\.\*"\}\)) > 300`)
+	if !rpo.Match(rules) {
+		t.Fatalf("%s: the lag-in-time rule's threshold (> 300) is not where the test expects it", rulesPath)
+	}
+	rules = rpo.ReplaceAll(rules, []byte("$1 > "+lagTimeAbove))
 	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644); err != nil {
 		t.Fatal(err)
 	}
