@@ -211,6 +211,12 @@ func NewPKI(dir string) (*PKI, error) {
 // then the certificate) valid for localhost and 127.0.0.1 as server and
 // client, and returns its path.
 func (p *PKI) IssuePEM(cn string) (string, error) {
+	return p.issuePEM(cn, cn+".pem")
+}
+
+// issuePEM writes the PEM key store of IssuePEM for CN=cn to the file name
+// in p.Dir, so that the stores made from it keep the subject CN=cn.
+func (p *PKI) issuePEM(cn, name string) (string, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", err
@@ -230,7 +236,7 @@ func (p *PKI) IssuePEM(cn string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	file := filepath.Join(p.Dir, cn+".pem")
+	file := filepath.Join(p.Dir, name)
 	data := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
 	return file, os.WriteFile(file, data, 0o600)
 }
@@ -245,11 +251,29 @@ func (p *PKI) brokerKeystore() (string, error) {
 	return p.IssuePEM("broker")
 }
 
+// PeerTLS returns the configuration keys that give sidecar s mutual TLS
+// with the other sidecars (peer.security.protocol=SSL, docs/security.md
+// "Peer security"): a PEM key store for CN=sidecar-<broker ID>, the name
+// the default peer.ssl.principal.mapping.rules tie to that broker ID,
+// signed by p, and p's CA as the trust store. Give peers a PKI of their
+// own: any certificate of p's CA for CN=sidecar-N is that peer.
+func (p *PKI) PeerTLS(s *Sidecar) (map[string]string, error) {
+	keystore, err := p.IssuePEM(fmt.Sprint("sidecar-", s.BrokerID))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{
+		"peer.security.protocol":       "SSL",
+		"peer.ssl.keystore.location":   keystore,
+		"peer.ssl.truststore.location": p.CAFile,
+	}, nil
+}
+
 // IssueEncryptedPEM writes a PEM key store for CN=cn whose key is an
 // encrypted PKCS#8 key (PBES2, AES-256-CBC, openssl pkcs8 -topk8) under
 // password, and returns its path.
 func (p *PKI) IssueEncryptedPEM(cn, password string) (string, error) {
-	plain, err := p.IssuePEM(cn + "-plain")
+	plain, err := p.issuePEM(cn, cn+"-plain.pem")
 	if err != nil {
 		return "", err
 	}
@@ -269,11 +293,17 @@ func (p *PKI) IssueEncryptedPEM(cn, password string) (string, error) {
 // IssuePKCS12 writes a PKCS12 key store for CN=cn under password (openssl
 // pkcs12 -export, with the CA in the chain) and returns its path.
 func (p *PKI) IssuePKCS12(cn, password string) (string, error) {
-	plain, err := p.IssuePEM(cn + "-plain")
+	return p.issuePKCS12(cn, cn, password)
+}
+
+// issuePKCS12 writes the PKCS12 key store of IssuePKCS12 for CN=cn to
+// name.p12 in p.Dir.
+func (p *PKI) issuePKCS12(cn, name, password string) (string, error) {
+	plain, err := p.issuePEM(cn, name+"-plain.pem")
 	if err != nil {
 		return "", err
 	}
-	file := filepath.Join(p.Dir, cn+".p12")
+	file := filepath.Join(p.Dir, name+".p12")
 	_, err = storeTool("openssl", "pkcs12", "-export", "-in", plain, "-certfile", p.CAFile, "-name", cn,
 		"-out", file, "-passout", "pass:"+password)
 	return file, err
@@ -282,7 +312,7 @@ func (p *PKI) IssuePKCS12(cn, password string) (string, error) {
 // IssueJKS writes a JKS key store for CN=cn under password (a PKCS12
 // store converted with keytool -importkeystore) and returns its path.
 func (p *PKI) IssueJKS(cn, password string) (string, error) {
-	p12, err := p.IssuePKCS12(cn+"-p12", password)
+	p12, err := p.issuePKCS12(cn, cn+"-p12", password)
 	if err != nil {
 		return "", err
 	}

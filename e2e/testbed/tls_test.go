@@ -53,11 +53,11 @@ func TestPKIStores(t *testing.T) {
 		cn    string
 	}{
 		"PKCS12": {map[string]string{"ssl.keystore.type": "PKCS12", "ssl.keystore.location": p12, "ssl.keystore.password": pw,
-			"ssl.truststore.type": "PKCS12", "ssl.truststore.location": p12Trust, "ssl.truststore.password": pw}, "client-p12-plain"},
+			"ssl.truststore.type": "PKCS12", "ssl.truststore.location": p12Trust, "ssl.truststore.password": pw}, "client-p12"},
 		"JKS": {map[string]string{"ssl.keystore.type": "JKS", "ssl.keystore.location": jks, "ssl.keystore.password": pw, "ssl.key.password": pw,
-			"ssl.truststore.type": "JKS", "ssl.truststore.location": jksTrust, "ssl.truststore.password": pw}, "client-jks-p12-plain"},
+			"ssl.truststore.type": "JKS", "ssl.truststore.location": jksTrust, "ssl.truststore.password": pw}, "client-jks"},
 		"encrypted PKCS#8": {map[string]string{"ssl.keystore.type": "PEM", "ssl.keystore.location": enc, "ssl.key.password": pw,
-			"ssl.truststore.type": "PEM", "ssl.truststore.location": p.CAFile}, "client-enc-plain"},
+			"ssl.truststore.type": "PEM", "ssl.truststore.location": p.CAFile}, "client-enc"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
