@@ -252,6 +252,27 @@ func TestAdminAuthorization(t *testing.T) {
 	wantCode(t, "monitor deletes", del.ErrorCode, del.ErrorMessage, authzFailed, "DELETE")
 	st := c.as(monitorUser, &protocol.StopMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.MirrorTopicData{{TopicName: ".*"}}}).(*protocol.StopMirrorTopicsResponse)
 	wantCode(t, "monitor stops", st.ErrorCode, st.ErrorMessage, authzFailed, "ALTER")
+	// Every topic action needs ALTER, --recover too.
+	for _, req := range []protocol.Request{
+		&protocol.StartMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.StartMirrorTopicData{{TopicName: "t"}}},
+		&protocol.PauseMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.MirrorTopicData{{TopicName: "t"}}},
+		&protocol.ResumeMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.MirrorTopicData{{TopicName: "t"}}},
+		&protocol.RecoverMirrorTopicsRequest{MirrorName: "my-mirror", TopicPatterns: []string{".*"}},
+	} {
+		var code int16
+		var msg *string
+		switch r := c.as(monitorUser, req).(type) {
+		case *protocol.StartMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		case *protocol.PauseMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		case *protocol.ResumeMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		case *protocol.RecoverMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		}
+		wantCode(t, "the monitor's "+protocol.KeyName(req.Key()), code, msg, authzFailed, "ALTER")
+	}
 	if _, ok := c.state().Mirrors["my-mirror"]; !ok {
 		t.Fatal("a denied delete removed my-mirror")
 	}
