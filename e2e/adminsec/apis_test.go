@@ -312,6 +312,7 @@ func TestAdminAPIs(t *testing.T) {
 	for _, e := range endpoints {
 		t.Run(e.protocol, func(t *testing.T) {
 			restartSidecars(t, managed, e.keys, e.root)
+			t.Cleanup(func() { removeMirror(t, e) })
 			// SCRAM credentials reach the broker through its metadata
 			// log, and the SSL principal needs no user: wait until
 			// opsPrincipal is in.
@@ -331,6 +332,19 @@ func TestAdminAPIs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// removeMirror deletes the endpoint's mirror if a failed check left it,
+// so that the package's other tests start without it.
+func removeMirror(t *testing.T, e *endpoint) {
+	t.Helper()
+	if !slices.Contains(listed(t, e.root), e.mirror()) {
+		return
+	}
+	cli(t, e.root, "--stop", "--topics", ".*", "--mirror", e.mirror())
+	wait.For(t, time.Minute, "the left mirror "+e.mirror()+" to be deleted", func() bool {
+		return cli(t, e.root, "--delete", "--mirror", e.mirror()).Code == 0
+	})
 }
 
 // check runs c through e: refused without credentials, denied without the
@@ -624,5 +638,39 @@ func must(v string, err error) func(*testing.T) string {
 			t.Fatal(err)
 		}
 		return v
+	}
+}
+
+// TestRefusedMirrorSettings creates mirrors whose configs the sidecar
+// refuses: settings it does not support, refused at validation, make
+// kafka-cluster-mirrors exit 2 (as its own --command-config settings do);
+// a source it cannot reach exits 1. None creates a mirror.
+func TestRefusedMirrorSettings(t *testing.T) {
+	dir := t.TempDir()
+	root := writeFile(t, dir, "root.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"+
+		jaas("plain.PlainLoginModule", testbed.Admin.Name, testbed.Admin.Password))
+	before := strings.Join(listed(t, root), ",")
+	bootstrap := "bootstrap.servers=" + env.Source.Bootstrap() + "\n"
+	for _, tc := range []struct {
+		name, config string
+		code         int
+		want         string // in stderr
+	}{
+		{"Kerberos", bootstrap + "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n" +
+			jaas("plain.PlainLoginModule", "u", "p"), 2, `sasl.mechanism: "GSSAPI" (Kerberos) is not supported`},
+		{"a key store type", bootstrap + "security.protocol=SSL\nssl.keystore.type=BCFKS\nssl.keystore.location=/x\n", 2, "ssl.keystore.type"},
+		{"a consumer group", bootstrap + "group.id=g\n", 2, "group.id is not supported"},
+		{"an unknown key", bootstrap + "ssl.keystore.locaton=/x\n", 2, "ssl.keystore.locaton"},
+		{"an unreachable source", "bootstrap.servers=127.0.0.1:1\n", 1, "cannot reach the source cluster at 127.0.0.1:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cli(t, root, "--create", "--mirror", "refused", "--mirror-config", writeFile(t, t.TempDir(), "mirror.properties", tc.config))
+			if r.Code != tc.code || r.Stdout != "" || !strings.HasPrefix(r.Stderr, "Error: INVALID_CONFIG: ") || !strings.Contains(r.Stderr, tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and INVALID_CONFIG naming %q", r.Code, r.Stdout, r.Stderr, tc.code, tc.want)
+			}
+			if after := strings.Join(listed(t, root), ","); after != before {
+				t.Fatalf("a refused create changed the mirrors from %q to %q", before, after)
+			}
+		})
 	}
 }
