@@ -146,7 +146,7 @@ func TestAlterMirrorConfig(t *testing.T) {
 			name:     "a bad pattern",
 			cfgs:     []protocol.AlterableConfig{op(protocol.ConfigOpAppend, fsm.IncludeKey, "(")},
 			wantCode: kerr.InvalidConfig.Code, wantMsg: fsm.IncludeKey,
-			refused:  true,
+			refused: true,
 		},
 		{
 			name:     "APPEND to a key that is not a list",

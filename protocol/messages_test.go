@@ -453,7 +453,7 @@ func TestIsRefusedSettings(t *testing.T) {
 		{fmt.Errorf("CreateClusterMirror: %w", ErrorFor(40, strp(RefusedSettingsPrefix+"unknown mirror config key"))), true},
 		{ErrorFor(40, strp("cannot reach the source cluster at x:1")), false},
 		{ErrorFor(40, nil), false},
-		{ErrorFor(42, strp(RefusedSettingsPrefix + "not an INVALID_CONFIG")), false},
+		{ErrorFor(42, strp(RefusedSettingsPrefix+"not an INVALID_CONFIG")), false},
 		{errors.New(RefusedSettingsPrefix + "not a Kafka error"), false},
 		{nil, false},
 	} {
