@@ -44,8 +44,17 @@ func TestMain(m *testing.M) {
 		"listener.name.broker.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
 	}
 	opts.Destination.Secure = &testbed.SecureListeners{PKI: pki, SCRAM: true}
+	// The source gets a SASL_SSL listener with SCRAM-SHA-512 too, for a
+	// mirror whose password is a ${file:...} reference
+	// (TestSecretNotInSnapshots).
+	opts.Source.Secure = &testbed.SecureListeners{PKI: pki, SCRAM: true}
 	opts.Sidecars = true
 	opts.SidecarConfig = saslPlaintextKeys()
+	// A raft snapshot whenever an entry was appended, checked every
+	// second: every test's raft state goes through snapshots, and
+	// TestSecretNotInSnapshots finds its mirror in one.
+	opts.SidecarConfig["raft.snapshot.threshold"] = "1"
+	opts.SidecarConfig["raft.snapshot.interval.ms"] = "1000"
 	// Peer TLS, as a group with admin security needs (and the internal
 	// APIs are then refused on the admin endpoint).
 	opts.SidecarConfigFor = func(s *testbed.Sidecar) map[string]string {
