@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -214,9 +215,28 @@ func (p *PKI) IssuePEM(cn string) (string, error) {
 	return p.issuePEM(cn, cn+".pem")
 }
 
+// IssueSelfSigned writes a PEM key store like IssuePEM's, but whose
+// certificate signs itself instead of being signed by p's CA (a
+// stranger's), to <cn>-self-signed.pem, and returns its path.
+func (p *PKI) IssueSelfSigned(cn string) (string, error) {
+	return p.issue(cn, cn+"-self-signed.pem", true)
+}
+
+// TLSCertificate loads a PEM key store written by IssuePEM or
+// IssueSelfSigned for a Go TLS client or server.
+func TLSCertificate(pemFile string) (tls.Certificate, error) {
+	return tls.LoadX509KeyPair(pemFile, pemFile)
+}
+
 // issuePEM writes the PEM key store of IssuePEM for CN=cn to the file name
 // in p.Dir, so that the stores made from it keep the subject CN=cn.
 func (p *PKI) issuePEM(cn, name string) (string, error) {
+	return p.issue(cn, name, false)
+}
+
+// issue writes a PEM key store for CN=cn to the file name in p.Dir, its
+// certificate signed by p's CA or by itself.
+func (p *PKI) issue(cn, name string, selfSigned bool) (string, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", err
@@ -228,7 +248,11 @@ func (p *PKI) issuePEM(cn, name string) (string, error) {
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
+	parent, signer := p.cert, p.key
+	if selfSigned {
+		parent, signer = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		return "", fmt.Errorf("testbed: certificate for %s: %w", cn, err)
 	}

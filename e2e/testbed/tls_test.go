@@ -125,3 +125,40 @@ func handshake(t *testing.T, p *PKI, server string, client *tls.Config) string {
 	_ = c.Handshake()
 	return <-cn
 }
+
+// TestPKISelfSigned checks IssueSelfSigned and TLSCertificate: the
+// self-signed certificate names CN=cn but does not chain to the CA, the
+// CA's own does.
+func TestPKISelfSigned(t *testing.T) {
+	p, err := NewPKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	for _, tc := range []struct {
+		issue    func(string) (string, error)
+		verified bool
+	}{{p.IssuePEM, true}, {p.IssueSelfSigned, false}} {
+		file, err := tc.issue("sidecar-7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := TLSCertificate(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		if leaf.Subject.CommonName != "sidecar-7" || (err == nil) != tc.verified {
+			t.Errorf("%s: CN %q, verified by the CA: %v, want %v", file, leaf.Subject.CommonName, err, tc.verified)
+		}
+	}
+}
