@@ -126,6 +126,8 @@ func (a *admin) authorize(z authorizer, req protocol.Request) protocol.Response 
 		return check(acl.OpAlter, acl.ResourceClusterMirror, r.MirrorName)
 	case *protocol.ResumeMirrorTopicsRequest:
 		return check(acl.OpAlter, acl.ResourceClusterMirror, r.MirrorName)
+	case *protocol.RecoverMirrorTopicsRequest:
+		return check(acl.OpAlter, acl.ResourceClusterMirror, r.MirrorName)
 	case *protocol.AddSidecarRequest, *protocol.RemoveSidecarRequest:
 		return check(acl.OpAlter, acl.ResourceCluster, acl.ClusterName)
 	case *protocol.DescribeSidecarsRequest:

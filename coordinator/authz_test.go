@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -252,6 +253,27 @@ func TestAdminAuthorization(t *testing.T) {
 	wantCode(t, "monitor deletes", del.ErrorCode, del.ErrorMessage, authzFailed, "DELETE")
 	st := c.as(monitorUser, &protocol.StopMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.MirrorTopicData{{TopicName: ".*"}}}).(*protocol.StopMirrorTopicsResponse)
 	wantCode(t, "monitor stops", st.ErrorCode, st.ErrorMessage, authzFailed, "ALTER")
+	// Every topic action needs ALTER, --recover too.
+	for _, req := range []protocol.Request{
+		&protocol.StartMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.StartMirrorTopicData{{TopicName: "t"}}},
+		&protocol.PauseMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.MirrorTopicData{{TopicName: "t"}}},
+		&protocol.ResumeMirrorTopicsRequest{MirrorName: "my-mirror", Topics: []protocol.MirrorTopicData{{TopicName: "t"}}},
+		&protocol.RecoverMirrorTopicsRequest{MirrorName: "my-mirror", TopicPatterns: []string{".*"}},
+	} {
+		var code int16
+		var msg *string
+		switch r := c.as(monitorUser, req).(type) {
+		case *protocol.StartMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		case *protocol.PauseMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		case *protocol.ResumeMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		case *protocol.RecoverMirrorTopicsResponse:
+			code, msg = r.ErrorCode, r.ErrorMessage
+		}
+		wantCode(t, "the monitor's "+protocol.KeyName(req.Key()), code, msg, authzFailed, "ALTER")
+	}
 	if _, ok := c.state().Mirrors["my-mirror"]; !ok {
 		t.Fatal("a denied delete removed my-mirror")
 	}
@@ -288,4 +310,112 @@ func TestAdminAuthorization(t *testing.T) {
 	if got := c.listed(monitorUser); len(got) != 0 {
 		t.Fatalf("the monitor still lists %v after its ACLs were deleted", got)
 	}
+}
+
+// TestEveryAPIAuthorized sends every admin API of the registry, but the
+// internal ones and those spoken before authentication (ApiVersions,
+// SaslHandshake, SaslAuthenticate), as alice, who authenticates but holds no
+// ACL: each is refused with CLUSTER_AUTHORIZATION_FAILED (ListClusterMirrors
+// shows her nothing) and none changes the mirrors, ACLs or members. An API
+// added to the registry fails here until it is given a request below, so
+// that none is served unauthorized by default.
+func TestEveryAPIAuthorized(t *testing.T) {
+	c := newSecuredCluster(t)
+	if resp := c.create(rootUser, "m"); resp.ErrorCode != 0 {
+		t.Fatalf("root creates m: %v", protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
+	}
+	v := "5000"
+	requests := map[int16]protocol.Request{
+		protocol.KeyDescribeConfigs: &protocol.DescribeConfigsRequest{Resources: []protocol.DescribeConfigsResource{
+			{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "m"}}},
+		protocol.KeyIncrementalAlterConfigs: &protocol.IncrementalAlterConfigsRequest{Resources: []protocol.AlterConfigsResource{
+			{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "m",
+				Configs: []protocol.AlterableConfig{{Name: RefreshIntervalKey, ConfigOperation: protocol.ConfigOpSet, Value: &v}}}}},
+		protocol.KeyCreateClusterMirror: &protocol.CreateClusterMirrorRequest{MirrorName: "n",
+			Config: []protocol.ClusterMirrorConfig{{Name: fsm.BootstrapServersKey, Value: &c.source}}},
+		protocol.KeyDeleteClusterMirror:    &protocol.DeleteClusterMirrorRequest{MirrorName: "m"},
+		protocol.KeyListClusterMirrors:     &protocol.ListClusterMirrorsRequest{},
+		protocol.KeyDescribeClusterMirrors: &protocol.DescribeClusterMirrorsRequest{MirrorNames: []string{"m"}},
+		protocol.KeyStartMirrorTopics:      &protocol.StartMirrorTopicsRequest{MirrorName: "m", Topics: []protocol.StartMirrorTopicData{{TopicName: "t"}}},
+		protocol.KeyStopMirrorTopics:       &protocol.StopMirrorTopicsRequest{MirrorName: "m", Topics: []protocol.MirrorTopicData{{TopicName: "t"}}},
+		protocol.KeyPauseMirrorTopics:      &protocol.PauseMirrorTopicsRequest{MirrorName: "m", Topics: []protocol.MirrorTopicData{{TopicName: "t"}}},
+		protocol.KeyResumeMirrorTopics:     &protocol.ResumeMirrorTopicsRequest{MirrorName: "m", Topics: []protocol.MirrorTopicData{{TopicName: "t"}}},
+		protocol.KeyRecoverMirrorTopics:    &protocol.RecoverMirrorTopicsRequest{MirrorName: "m", TopicPatterns: []string{".*"}},
+		protocol.KeyAddSidecar:             &protocol.AddSidecarRequest{BrokerId: 99, RaftAddress: "127.0.0.1:1", AdminAddress: "127.0.0.1:2"},
+		protocol.KeyRemoveSidecar:          &protocol.RemoveSidecarRequest{BrokerId: 1},
+		protocol.KeyDescribeSidecars:       &protocol.DescribeSidecarsRequest{},
+		protocol.KeyCreateAcls:             createAcls([]acl.Operation{acl.OpAll}, "*", "User:alice"),
+		protocol.KeyDescribeAcls:           describeAllAcls(),
+		protocol.KeyDeleteAcls:             deleteAllAcls(),
+	}
+	before := c.state().Clone()
+	for _, api := range protocol.APIs() {
+		switch {
+		case api.Internal: // peers only (peer TLS; see TestAdminAuthentication)
+			continue
+		case api.Key == protocol.KeyApiVersions, api.Key == protocol.KeySaslHandshake, api.Key == protocol.KeySaslAuthenticate:
+			continue // before authentication
+		}
+		t.Run(api.Name, func(t *testing.T) {
+			req, ok := requests[api.Key]
+			if !ok {
+				t.Fatalf("no request for %s: add one, with the ACL it needs in authorize", api.Name)
+			}
+			resp := c.as(aliceUser, req)
+			if l, ok := resp.(*protocol.ListClusterMirrorsResponse); ok {
+				if l.ErrorCode != 0 || len(l.Mirrors) != 0 {
+					t.Fatalf("alice lists %+v", l)
+				}
+				return
+			}
+			if codes := errorCodes(reflect.ValueOf(resp).Elem()); !slices.Contains(codes, authzFailed) || slices.ContainsFunc(codes, func(c int16) bool { return c != 0 && c != authzFailed }) {
+				t.Fatalf("alice's %s: error codes %v, want CLUSTER_AUTHORIZATION_FAILED (%d)", api.Name, codes, authzFailed)
+			}
+		})
+	}
+	after := c.state()
+	if !slices.Equal(after.MirrorNames(), before.MirrorNames()) || len(after.AdminACLs) != len(before.AdminACLs) ||
+		len(after.Sidecars) != len(before.Sidecars) || after.Mirrors["m"].Config[RefreshIntervalKey] != before.Mirrors["m"].Config[RefreshIntervalKey] {
+		t.Fatalf("alice's refused requests changed the state: mirrors %v, %d ACLs, %d sidecars", after.MirrorNames(), len(after.AdminACLs), len(after.Sidecars))
+	}
+	if hasMember(t, c.Running()[1], 99) {
+		t.Fatal("a refused AddSidecar added sidecar 99")
+	}
+}
+
+// errorCodes returns the ErrorCode fields of a response struct v, of its
+// embedded structs and of the structs in its slices (one level down).
+func errorCodes(v reflect.Value) []int16 {
+	var codes []int16
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		switch {
+		case sf.Name == "ErrorCode" && f.Kind() == reflect.Int16:
+			codes = append(codes, int16(f.Int()))
+		case sf.Anonymous && f.Kind() == reflect.Struct:
+			codes = append(codes, errorCodes(f)...)
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+			for j := range f.Len() {
+				if e := f.Index(j).FieldByName("ErrorCode"); e.IsValid() && e.Kind() == reflect.Int16 {
+					codes = append(codes, int16(e.Int()))
+				}
+			}
+		}
+	}
+	return codes
+}
+
+func describeAllAcls() *protocol.DescribeAclsRequest {
+	req := &protocol.DescribeAclsRequest{}
+	req.SetVersion(3)
+	req.ResourceType, req.ResourcePatternType, req.Operation, req.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	return req
+}
+
+func deleteAllAcls() *protocol.DeleteAclsRequest {
+	req := &protocol.DeleteAclsRequest{}
+	req.SetVersion(3)
+	req.Filters = []kmsg.DeleteACLsRequestFilter{{ResourceType: kmsg.ACLResourceTypeAny, ResourcePatternType: kmsg.ACLResourcePatternTypeAny,
+		Operation: kmsg.ACLOperationAny, PermissionType: kmsg.ACLPermissionTypeAny}}
+	return req
 }

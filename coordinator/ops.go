@@ -43,7 +43,7 @@ func (a *admin) createMirror(ctx context.Context, r *protocol.CreateClusterMirro
 		return fail(kerr.InvalidConfig.Code, "the mirror config has no bootstrap.servers: set it to the source cluster's bootstrap servers (host:port,...)")
 	}
 	if err := checkMirrorKeys(config); err != nil {
-		return fail(kerr.InvalidConfig.Code, "%v", err)
+		return fail(kerr.InvalidConfig.Code, "%s%v", protocol.RefusedSettingsPrefix, err)
 	}
 	include, exclude := SplitPatterns(config[fsm.IncludeKey]), SplitPatterns(config[fsm.ExcludeKey])
 	delete(config, fsm.IncludeKey)
@@ -54,7 +54,7 @@ func (a *admin) createMirror(ctx context.Context, r *protocol.CreateClusterMirro
 	}
 	src, err := newSourceClient(a.dial, sourceConfig(config))
 	if err != nil {
-		return fail(kerr.InvalidConfig.Code, "mirror config: %v", err)
+		return fail(kerr.InvalidConfig.Code, "%s%v", protocol.RefusedSettingsPrefix, err)
 	}
 	defer src.Close()
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -128,11 +128,11 @@ func (a *admin) alterMirror(ctx context.Context, res protocol.AlterConfigsResour
 		return configErr(kerr.InvalidConfig, "mirror %s needs %s: the source cluster's bootstrap servers (host:port,...)", name, fsm.BootstrapServersKey)
 	}
 	if err := checkMirrorKeys(all); err != nil {
-		return configErr(kerr.InvalidConfig, "%v", err)
+		return configErr(kerr.InvalidConfig, "%s%v", protocol.RefusedSettingsPrefix, err)
 	}
 	src := sourceConfig(edit.config)
 	if _, err := a.dial(src); err != nil {
-		return configErr(kerr.InvalidConfig, "mirror config: %v", err)
+		return configErr(kerr.InvalidConfig, "%s%v", protocol.RefusedSettingsPrefix, err)
 	}
 	if fingerprint(src) != fingerprint(sourceConfig(m.Config)) {
 		if err := a.checkSource(ctx, m, src); err != nil {
@@ -211,7 +211,7 @@ func (e *mirrorEdit) apply(mirror string, c protocol.AlterableConfig) *configErr
 func (a *admin) checkSource(ctx context.Context, m *fsm.Mirror, src map[string]string) *configError {
 	cl, err := newSourceClient(a.dial, src)
 	if err != nil {
-		return configErr(kerr.InvalidConfig, "mirror config: %v", err)
+		return configErr(kerr.InvalidConfig, "%s%v", protocol.RefusedSettingsPrefix, err)
 	}
 	defer cl.Close()
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -74,6 +74,7 @@ func TestAlterMirrorConfig(t *testing.T) {
 		validateOnly bool
 		wantCode     int16
 		wantMsg      string
+		refused      bool                // a key or value refused at validation (protocol.IsRefusedSettings)
 		want         func(m *fsm.Mirror) // edits the mirror as created into what it must be; nil: unchanged
 	}{
 		{
@@ -127,21 +128,25 @@ func TestAlterMirrorConfig(t *testing.T) {
 			name:     "an unknown source key",
 			cfgs:     []protocol.AlterableConfig{set("sasl.jaas.confg", secretJAAS)},
 			wantCode: kerr.InvalidConfig.Code, wantMsg: `unknown key "sasl.jaas.confg"`,
+			refused: true,
 		},
 		{
 			name:     "an unknown mirror key",
 			cfgs:     []protocol.AlterableConfig{set("mirror.refresh", "1")},
 			wantCode: kerr.InvalidConfig.Code, wantMsg: `unknown mirror config key "mirror.refresh"`,
+			refused: true,
 		},
 		{
 			name:     "a bad mirror value",
 			cfgs:     []protocol.AlterableConfig{set(RefreshIntervalKey, "10")},
 			wantCode: kerr.InvalidConfig.Code, wantMsg: "mirror.metadata.refresh.interval.ms",
+			refused: true,
 		},
 		{
 			name:     "a bad pattern",
 			cfgs:     []protocol.AlterableConfig{op(protocol.ConfigOpAppend, fsm.IncludeKey, "(")},
 			wantCode: kerr.InvalidConfig.Code, wantMsg: fsm.IncludeKey,
+			refused: true,
 		},
 		{
 			name:     "APPEND to a key that is not a list",
@@ -190,6 +195,9 @@ func TestAlterMirrorConfig(t *testing.T) {
 				want = append(want, strings.ReplaceAll(tc.wantMsg, "%s", name))
 			}
 			wantCode(t, tc.name, out.ErrorCode, out.ErrorMessage, tc.wantCode, want...)
+			if got := protocol.IsRefusedSettings(protocol.ErrorFor(out.ErrorCode, out.ErrorMessage)); got != tc.refused {
+				t.Fatalf("refused settings: %v (message %q), want %v", got, deref(out.ErrorMessage), tc.refused)
+			}
 			if out.ResourceName != name || out.ResourceType != protocol.ResourceTypeClusterMirror {
 				t.Fatalf("outcome names %d/%s", out.ResourceType, out.ResourceName)
 			}
@@ -356,5 +364,47 @@ func TestAlterMirrorPatternsCommand(t *testing.T) {
 		if res := fsm.ApplyTo(s, fsmtest.MustEncode(t, tc.cmd)); res.ErrorCode != tc.code || !reflect.DeepEqual(s, before) {
 			t.Fatalf("%+v = %+v, want code %d and no change", tc.cmd, res, tc.code)
 		}
+	}
+}
+
+// TestCreateRefusedSettings checks which refusals of CreateClusterMirror
+// start with protocol.RefusedSettingsPrefix, on which kafka-cluster-mirrors
+// exits 2: the keys and values refused at validation (by the mirror keys'
+// checks, or by the SourceDialer before it connects), not a source that
+// cannot be reached or a missing bootstrap.servers. None creates a mirror.
+func TestCreateRefusedSettings(t *testing.T) {
+	src := newSource(t, "cluster-A")
+	c := newSidecarCluster(t, 1)
+	c.waitLeader()
+	for _, tc := range []struct {
+		name    string
+		config  map[string]string
+		refused bool
+		want    string
+	}{
+		{"a security protocol the dialer does not support", map[string]string{fsm.BootstrapServersKey: src, "security.protocol": "SASL_SSL"}, true, "security.protocol"},
+		{"an unknown source key", map[string]string{fsm.BootstrapServersKey: src, "ssl.keystore.locaton": "/x"}, true, "ssl.keystore.locaton"},
+		{"a consumer group key", map[string]string{fsm.BootstrapServersKey: src, "group.id": "g"}, true, "group.id"},
+		{"an unknown mirror key", map[string]string{fsm.BootstrapServersKey: src, "mirror.refresh": "1"}, true, "mirror.refresh"},
+		{"a bad mirror value", map[string]string{fsm.BootstrapServersKey: src, RefreshIntervalKey: "10"}, true, RefreshIntervalKey},
+		{"an unreachable source", map[string]string{fsm.BootstrapServersKey: "127.0.0.1:1"}, false, "cannot reach the source cluster"},
+		{"no bootstrap.servers", map[string]string{"client.id": "x"}, false, "has no bootstrap.servers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &protocol.CreateClusterMirrorRequest{MirrorName: "refused"}
+			for _, k := range sortedKeys(tc.config) {
+				req.Config = append(req.Config, protocol.ClusterMirrorConfig{Name: k, Value: strPtr(tc.config[k])})
+			}
+			resp := c.do(1, req).(*protocol.CreateClusterMirrorResponse)
+			wantCode(t, tc.name, resp.ErrorCode, resp.ErrorMessage, kerr.InvalidConfig.Code, tc.want)
+			if got := protocol.IsRefusedSettings(protocol.ErrorFor(resp.ErrorCode, resp.ErrorMessage)); got != tc.refused {
+				t.Fatalf("refused settings: %v (message %q), want %v", got, deref(resp.ErrorMessage), tc.refused)
+			}
+			c.Running()[1].FSM().Read(func(s *fsm.State) {
+				if len(s.Mirrors) != 0 {
+					t.Fatalf("a refused create left mirrors %v", s.Mirrors)
+				}
+			})
+		})
 	}
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -98,4 +99,21 @@ func ErrorFor(code int16, msg *string) error {
 		e.Message = *msg
 	}
 	return e
+}
+
+// RefusedSettingsPrefix starts the message of the INVALID_CONFIG with which
+// a sidecar refuses a mirror config's keys or values at validation, before
+// it connects to the source: a key or value sidemirror does not support
+// (GSSAPI, a consumer group setting, an unknown key) or an invalid value.
+// It is how the admin API tells these apart from the other INVALID_CONFIG
+// errors (a source that cannot be reached, a missing bootstrap.servers, a
+// key to delete that is not set): kafka-cluster-mirrors exits 2 on the
+// first, as it does for its own --command-config, and 1 on the others.
+const RefusedSettingsPrefix = "mirror config refused: "
+
+// IsRefusedSettings reports whether err is an INVALID_CONFIG whose message
+// starts with RefusedSettingsPrefix.
+func IsRefusedSettings(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == kerr.InvalidConfig.Code && strings.HasPrefix(e.Message, RefusedSettingsPrefix)
 }

@@ -445,6 +445,25 @@ func TestErrorFor(t *testing.T) {
 	}
 }
 
+func TestIsRefusedSettings(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{ErrorFor(40, strp(RefusedSettingsPrefix+"config: sasl.mechanism: GSSAPI is not supported")), true},
+		{fmt.Errorf("CreateClusterMirror: %w", ErrorFor(40, strp(RefusedSettingsPrefix+"unknown mirror config key"))), true},
+		{ErrorFor(40, strp("cannot reach the source cluster at x:1")), false},
+		{ErrorFor(40, nil), false},
+		{ErrorFor(42, strp(RefusedSettingsPrefix+"not an INVALID_CONFIG")), false},
+		{errors.New(RefusedSettingsPrefix + "not a Kafka error"), false},
+		{nil, false},
+	} {
+		if got := IsRefusedSettings(tc.err); got != tc.want {
+			t.Errorf("IsRefusedSettings(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
 // isKmsg reports whether m is one of Kafka's APIs that wrap franz-go's kmsg
 // types (kafka_apis.go).
 func isKmsg(m Message) bool {

@@ -87,6 +87,9 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 		Registerer:     s.reg,
 		MaxConnections: s.cfg.Limits.RaftMaxConnections,
 		IdleTimeout:    s.cfg.Limits.IdleTimeout,
+
+		SnapshotThreshold: s.cfg.RaftSnapshotThreshold,
+		SnapshotInterval:  s.cfg.RaftSnapshotInterval,
 	}
 	// With peer.security.protocol=SSL, raft.listener speaks mutual TLS and
 	// carries the internal APIs too (peer.go, DESIGN D15).

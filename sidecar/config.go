@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sidemirror/sidemirror/coordinator/raftnode"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/internal/properties"
 	"github.com/sidemirror/sidemirror/internal/security"
@@ -30,6 +31,8 @@ const (
 	KeyHTTPListener          = "http.listener"
 	KeyDataDir               = "data.dir"
 	KeyRaftPeers             = "raft.peers"
+	KeyRaftSnapshotThreshold = "raft.snapshot.threshold"
+	KeyRaftSnapshotInterval  = "raft.snapshot.interval.ms"
 	KeyLogFormat             = "log.format"
 	KeyLogLevel              = "log.level"
 	KeyAllowEveryone         = "readonly.allow.everyone.if.no.acl.found"
@@ -78,6 +81,14 @@ type Config struct {
 	// RaftPeers lists the raft group (raft.peers); empty means a group of
 	// this sidecar alone. See RaftMembers.
 	RaftPeers []RaftPeer
+	// RaftSnapshotThreshold and RaftSnapshotInterval are raft's
+	// SnapshotThreshold and SnapshotInterval (raft.snapshot.threshold,
+	// raft.snapshot.interval.ms): every interval (raft adds up to as much
+	// again at random) a snapshot of the raft state is written to data.dir
+	// when at least the threshold of log entries were appended since the
+	// last one, and the log before it is compacted.
+	RaftSnapshotThreshold uint64
+	RaftSnapshotInterval  time.Duration
 
 	LogFormat string // log.format: json or console
 	LogLevel  string // log.level: debug, info, warn or error
@@ -146,6 +157,9 @@ func DefaultConfig() Config {
 		LogFormat:     "json",
 		LogLevel:      "info",
 		AllowEveryone: "auto",
+
+		RaftSnapshotThreshold: raftnode.DefaultSnapshotThreshold,
+		RaftSnapshotInterval:  raftnode.DefaultSnapshotInterval,
 
 		FailoverTimeout: 15 * time.Second,
 		StatePartitions: 16,
@@ -257,6 +271,12 @@ func (c Config) Validate() error {
 	if !slices.Contains(allowModes, c.AllowEveryone) {
 		return configErr(KeyAllowEveryone, "%q is not supported (expected %s)", c.AllowEveryone, orList(allowModes))
 	}
+	if c.RaftSnapshotThreshold < 1 {
+		return configErr(KeyRaftSnapshotThreshold, "%d is too small (expected at least 1 log entry)", c.RaftSnapshotThreshold)
+	}
+	if c.RaftSnapshotInterval < time.Second {
+		return configErr(KeyRaftSnapshotInterval, "%d is too short (expected at least 1000 ms)", c.RaftSnapshotInterval.Milliseconds())
+	}
 	if c.FailoverTimeout < time.Second {
 		return configErr(KeyFailoverTimeout, "%d is too short (expected at least 1000 ms)", c.FailoverTimeout.Milliseconds())
 	}
@@ -360,6 +380,22 @@ var fields = []field{
 		peers, err := parseRaftPeers(v)
 		c.RaftPeers = peers
 		return err
+	}},
+	{KeyRaftSnapshotThreshold, "", func(c *Config, v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return configErr(KeyRaftSnapshotThreshold, "%q is not an integer (expected log entries, at least 1)", v)
+		}
+		c.RaftSnapshotThreshold = n
+		return nil
+	}},
+	{KeyRaftSnapshotInterval, "", func(c *Config, v string) error {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return configErr(KeyRaftSnapshotInterval, "%q is not an integer (expected milliseconds, at least 1000)", v)
+		}
+		c.RaftSnapshotInterval = time.Duration(ms) * time.Millisecond
+		return nil
 	}},
 	{KeyLogFormat, "", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 	{KeyLogLevel, "", func(c *Config, v string) error { c.LogLevel = v; return nil }},
@@ -497,6 +533,8 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyHTTPListener, Value: c.HTTPListener},
 		Property{Key: KeyDataDir, Value: c.DataDir},
 		Property{Key: KeyRaftPeers, Value: formatPeers(c.RaftPeers)},
+		Property{Key: KeyRaftSnapshotThreshold, Value: strconv.FormatUint(c.RaftSnapshotThreshold, 10)},
+		Property{Key: KeyRaftSnapshotInterval, Value: strconv.FormatInt(c.RaftSnapshotInterval.Milliseconds(), 10)},
 		Property{Key: KeyLogFormat, Value: c.LogFormat},
 		Property{Key: KeyLogLevel, Value: c.LogLevel},
 		Property{Key: KeyAllowEveryone, Value: c.AllowEveryone},

@@ -69,6 +69,16 @@ func TestAlter(t *testing.T) {
 			wantCode: 1,
 		},
 		{
+			name: "a value the sidecar refuses",
+			args: []string{"--alter", "--mirror", "m", "--add-config", "mirror.metadata.refresh.interval.ms=10"},
+			resp: []protocol.Response{&protocol.IncrementalAlterConfigsResponse{Responses: []protocol.AlterConfigsResourceResponse{
+				{ErrorCode: 40, ErrorMessage: strp(protocol.RefusedSettingsPrefix + "mirror config mirror.metadata.refresh.interval.ms: 10 is below 1000"),
+					ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "m"},
+			}}},
+			wantErr:  "Error: INVALID_CONFIG: mirror config refused: mirror config mirror.metadata.refresh.interval.ms: 10 is below 1000\n",
+			wantCode: 2,
+		},
+		{
 			name:     "an entry without '=' is not echoed",
 			args:     []string{"--alter", "--mirror", "m", "--add-config", "client.id=a,s3cret"},
 			wantErr:  "Error: --add-config entry 2 has no '=': expected key=value (a value with commas goes in square brackets: key=[a,b])\n",

@@ -189,9 +189,10 @@ Option                                  Description
                                           interrupted.
 
 Long options may be abbreviated to any unambiguous prefix (--bootstrap for
---bootstrap-server). Exit codes: 0 success; 1 error; 2 a --command-config
-setting refused; 3 --describe found FAILED partitions (among those it
-shows), or --wait met one; 4 --wait timed out.
+--bootstrap-server). Exit codes: 0 success; 1 error; 2 settings refused at
+validation (--command-config's, or a mirror config's by the sidecar); 3
+--describe found FAILED partitions (among those it shows), or --wait met
+one; 4 --wait timed out.
 `
 
 // Config is a parsed command line.

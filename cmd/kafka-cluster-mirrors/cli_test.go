@@ -147,6 +147,24 @@ func TestCreateDelete(t *testing.T) {
 			wantCode: 1,
 		},
 		{
+			// The sidecar refuses a setting at validation: exit 2, as for
+			// --command-config.
+			name: "create with a setting the sidecar refuses",
+			args: []string{"--create", "--mirror", "m", "--mirror-config", props},
+			resp: []protocol.Response{&protocol.CreateClusterMirrorResponse{ErrorCode: 40,
+				ErrorMessage: strp(protocol.RefusedSettingsPrefix + `config: sasl.mechanism: "GSSAPI" (Kerberos) is not supported`)}},
+			wantErr:  "Error: INVALID_CONFIG: mirror config refused: config: sasl.mechanism: \"GSSAPI\" (Kerberos) is not supported\n",
+			wantCode: 2,
+		},
+		{
+			name: "create with a source the sidecar cannot reach",
+			args: []string{"--create", "--mirror", "m", "--mirror-config", props},
+			resp: []protocol.Response{&protocol.CreateClusterMirrorResponse{ErrorCode: 40,
+				ErrorMessage: strp("cannot reach the source cluster at localhost:9092: dial refused")}},
+			wantErr:  "Error: INVALID_CONFIG: cannot reach the source cluster at localhost:9092: dial refused\n",
+			wantCode: 1,
+		},
+		{
 			name:     "create without bootstrap.servers",
 			args:     []string{"--create", "--mirror", "m", "--mirror-config", noBootstrap},
 			wantErr:  "Error: --mirror-config " + noBootstrap + " has no bootstrap.servers: set it to the source cluster's bootstrap servers\n",

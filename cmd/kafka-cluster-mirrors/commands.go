@@ -34,7 +34,7 @@ var errFailedPartitions = errors.New("FAILED partitions described")
 const (
 	exitOK               = 0
 	exitError            = 1 // usage, connection, Kafka error codes
-	exitSettings         = 2 // --command-config settings refused at validation (security.go)
+	exitSettings         = 2 // settings refused at validation: --command-config's (security.go), or a mirror config's by the sidecar (protocol.IsRefusedSettings)
 	exitFailedPartitions = 3 // --describe showed FAILED partitions, or --wait met one
 	exitWaitTimedOut     = 4 // --wait gave up (--timeout)
 )
@@ -96,6 +96,9 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 		return exitWaitTimedOut
 	case errors.Is(err, errReported):
 		return exitError
+	case protocol.IsRefusedSettings(err):
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return exitSettings
 	default:
 		fmt.Fprintf(stderr, "Error: %v\n", err)
 		return exitError

@@ -15,9 +15,10 @@
 // --alter and the actions on the sidecars' raft group, acls.go the ACL
 // actions (kafka-acls.sh --cluster-mirror), security.go the client security
 // of --command-config. Exit codes (docs/operations.md): 0 on success, 1 on
-// any other error (usage, connection, Kafka error codes), 2 for
-// --command-config settings refused at validation (unsupported or invalid
-// security settings), 3 when --describe shows FAILED partitions or --wait
+// any other error (usage, connection, Kafka error codes), 2 for settings
+// refused at validation (unsupported or invalid security settings of
+// --command-config, or a mirror config's settings that the sidecar refuses
+// with INVALID_CONFIG before it connects to the source), 3 when --describe shows FAILED partitions or --wait
 // meets one, 4 when --wait times out.
 //
 // bootstrap.go resolves a --bootstrap-server that is a broker of the

@@ -33,6 +33,14 @@ const (
 	DefaultCommitTimeout      = 50 * time.Millisecond
 )
 
+// Raft's snapshot defaults (raft.DefaultConfig): a snapshot every 120 s
+// (plus up to as much again) once 8192 entries were appended since the
+// last one.
+const (
+	DefaultSnapshotThreshold = 8192
+	DefaultSnapshotInterval  = 120 * time.Second
+)
+
 const (
 	snapshotsRetained  = 2
 	logCacheSize       = 512
@@ -99,6 +107,12 @@ type NodeConfig struct {
 	Probe func(ctx context.Context, id int32, addr string) error
 	// Raft timing; zero values take the Default* constants.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
+	// SnapshotThreshold and SnapshotInterval are raft's: every interval
+	// (plus up to as much again) a snapshot is taken when at least the
+	// threshold of entries were appended since the last one; zero values
+	// take DefaultSnapshotThreshold and DefaultSnapshotInterval.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
 }
 
 func (c NodeConfig) withDefaults() NodeConfig {
@@ -321,6 +335,8 @@ func OpenNode(cfg NodeConfig) (_ *Node, err error) {
 	conf.ElectionTimeout = cfg.ElectionTimeout
 	conf.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	conf.CommitTimeout = cfg.CommitTimeout
+	conf.SnapshotThreshold = cmp.Or(cfg.SnapshotThreshold, DefaultSnapshotThreshold)
+	conf.SnapshotInterval = cmp.Or(cfg.SnapshotInterval, DefaultSnapshotInterval)
 	conf.Logger = hlog
 	conf.NotifyCh = n.notifyCh
 	if err := raft.ValidateConfig(conf); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -160,6 +162,34 @@ func TestSingleNode(t *testing.T) {
 	if len(got.Mirrors) != len(want.Mirrors) {
 		t.Fatalf("mirrors after restart = %v, want %v", got.MirrorNames(), want.MirrorNames())
 	}
+}
+
+// TestSnapshotThreshold checks that SnapshotThreshold and
+// SnapshotInterval reach raft: with a threshold of 3 entries (the default
+// is 8192) a few applies make the node write a snapshot to data.dir on its
+// own.
+func TestSnapshotThreshold(t *testing.T) {
+	c := raftnodetest.New(t, 7)
+	_, tr := raft.NewInmemTransport(raft.ServerAddress(raftnodetest.RaftAddr(7)))
+	cfg := c.Config(7, tr)
+	cfg.Forwarder, cfg.AdminAddr = nil, ""
+	cfg.SnapshotThreshold, cfg.SnapshotInterval = 3, 50*time.Millisecond
+	n, err := raftnode.OpenNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	snapshots := func() int {
+		entries, _ := os.ReadDir(filepath.Join(cfg.DataDir, "raft", "snapshots"))
+		return len(entries)
+	}
+	if got := snapshots(); got != 0 {
+		t.Fatalf("%d snapshots before any entry", got)
+	}
+	for i := range 5 {
+		raftnodetest.ApplyOK(t, n, fsm.CreateMirror{Name: fmt.Sprint("m", i), Config: fsmtest.BootstrapConfig()})
+	}
+	testwait.For(t, raftnodetest.Timeout, "a snapshot in data.dir", func() bool { return snapshots() > 0 })
 }
 
 func gauge(t *testing.T, g prometheus.Gatherer, name string) float64 {

@@ -70,10 +70,20 @@ func jaas(module, user, pass string) string {
 // against the destination.
 func kafkaConfigs(t *testing.T, commandConfig string, args ...string) {
 	t.Helper()
+	kafkaConfigsOn(t, env.Destination, commandConfig, args...)
+}
+
+// kafkaConfigsOn runs kafka-configs.sh against cluster c, with
+// commandConfig ("" for none).
+func kafkaConfigsOn(t *testing.T, c *testbed.Cluster, commandConfig string, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", env.Dist.Classpath(), "kafka.admin.ConfigCommand",
-		"--bootstrap-server", env.Destination.Bootstrap(), "--command-config", commandConfig}, args...)...)
+	base := []string{"-cp", env.Dist.Classpath(), "kafka.admin.ConfigCommand", "--bootstrap-server", c.Bootstrap()}
+	if commandConfig != "" {
+		base = append(base, "--command-config", commandConfig)
+	}
+	cmd := exec.CommandContext(ctx, "java", append(base, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kafka-configs %v: %v\n%s", args, err, out)
 	}

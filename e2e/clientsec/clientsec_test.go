@@ -135,8 +135,8 @@ func TestClientSecurity(t *testing.T) {
 			}
 			props[key] = value
 			r := cli(t, "--create", "--mirror", "refused", "--mirror-config", writeProperties(t, props))
-			if r.Code == 0 || !strings.Contains(r.Stderr+r.Stdout, key) {
-				t.Errorf("%s=%s: exit %d, want an error naming the key\nstdout: %s\nstderr: %s", key, value, r.Code, r.Stdout, r.Stderr)
+			if r.Code != 2 || !strings.Contains(r.Stderr+r.Stdout, key) {
+				t.Errorf("%s=%s: exit %d, want exit 2 (settings refused) and an error naming the key\nstdout: %s\nstderr: %s", key, value, r.Code, r.Stdout, r.Stderr)
 			}
 			t.Logf("%s=%s: exit %d: %s", key, value, r.Code, strings.TrimSpace(r.Stderr+r.Stdout))
 			if strings.Contains(r.Stderr+r.Stdout, testbed.Sidemirror.Password) {

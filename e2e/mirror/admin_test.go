@@ -61,18 +61,21 @@ func TestAlterMirrorConfig(t *testing.T) {
 	produceVariety(t, env.Source, topic, 2000, 22)
 	waitCaughtUp(t, mirror, topic, 2*time.Minute)
 
-	// A key that does not exist: one clear error, nothing changed.
+	// A key that does not exist: one clear error, nothing changed. A key
+	// the sidecar does not support is a setting refused at validation
+	// (exit 2); deleting a key the mirror does not have is not (exit 1).
 	for _, tc := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"--add-config", "mirror.metadata.refresh.interval.ms=7000,no.such.key=1"}, `no.such.key`},
-		{[]string{"--delete-config", "no.such.key"}, "Error: INVALID_CONFIG: mirror alter has no config key no.such.key\n"},
+		{[]string{"--add-config", "mirror.metadata.refresh.interval.ms=7000,no.such.key=1"}, 2, `no.such.key`},
+		{[]string{"--delete-config", "no.such.key"}, 1, "Error: INVALID_CONFIG: mirror alter has no config key no.such.key\n"},
 	} {
 		r := cli(t, append([]string{"--alter", "--mirror", mirror}, tc.args...)...)
-		if r.Code != 1 || r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 ||
+		if r.Code != tc.code || r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 ||
 			!strings.HasPrefix(r.Stderr, "Error: INVALID_CONFIG: ") || !strings.Contains(r.Stderr, tc.want) {
-			t.Fatalf("alter %v: exit %d\nstdout: %q\nstderr: %q\nwant one INVALID_CONFIG line naming %q", tc.args, r.Code, r.Stdout, r.Stderr, tc.want)
+			t.Fatalf("alter %v: exit %d\nstdout: %q\nstderr: %q\nwant exit %d and one INVALID_CONFIG line naming %q", tc.args, r.Code, r.Stdout, r.Stderr, tc.code, tc.want)
 		}
 	}
 	if got := configsOf(t, mirror); got["mirror.metadata.refresh.interval.ms"] != "5000" || got["no.such.key"] != "" {
@@ -96,13 +99,17 @@ func TestAlterMirrorConfig(t *testing.T) {
 	if r.Code != 0 || r.Stdout != "Completed updating config for mirror alter-secret.\n" {
 		t.Fatalf("alter of the secret: exit %d\nstdout: %q\nstderr: %q", r.Code, r.Stdout, r.Stderr)
 	}
-	// Refused: a SASL source that speaks PLAINTEXT, and a malformed JAAS.
-	for _, add := range []string{
-		"security.protocol=SASL_PLAINTEXT",
-		"sasl.jaas.config=" + strings.TrimSuffix(jaas, `";`) + ",security.protocol=SASL_PLAINTEXT",
+	// Refused: a SASL source that speaks PLAINTEXT (it cannot be reached:
+	// exit 1), and a malformed JAAS (refused at validation: exit 2).
+	for _, tc := range []struct {
+		add  string
+		code int
+	}{
+		{"security.protocol=SASL_PLAINTEXT", 1},
+		{"sasl.jaas.config=" + strings.TrimSuffix(jaas, `";`) + ",security.protocol=SASL_PLAINTEXT", 2},
 	} {
-		if r := keep(cli(t, "--alter", "--mirror", secretMirror, "--add-config", add)); r.Code != 1 || !strings.HasPrefix(r.Stderr, "Error: ") {
-			t.Fatalf("alter %q: exit %d\nstdout: %q\nstderr: %q", add, r.Code, r.Stdout, r.Stderr)
+		if r := keep(cli(t, "--alter", "--mirror", secretMirror, "--add-config", tc.add)); r.Code != tc.code || !strings.HasPrefix(r.Stderr, "Error: ") {
+			t.Fatalf("alter %q: exit %d, want %d\nstdout: %q\nstderr: %q", tc.add, r.Code, tc.code, r.Stdout, r.Stderr)
 		}
 	}
 	keep(cli(t, "--list"))

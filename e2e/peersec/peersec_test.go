@@ -81,11 +81,11 @@ func TestPeerSecurity(t *testing.T) {
 	})
 
 	t.Run("fake raft peers", func(t *testing.T) {
-		_, selfSigned, err := pki.issue("sidecar-666", false)
+		selfSigned, err := certificate("sidecar-666", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, outsider, err := pki.issue("sidecar-666", true)
+		outsider, err := certificate("sidecar-666", true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestPeerSecurity(t *testing.T) {
 	})
 
 	t.Run("a member re-registering another", func(t *testing.T) {
-		_, member, err := pki.issue(fmt.Sprint("sidecar-", follower), true)
+		member, err := certificate(fmt.Sprint("sidecar-", follower), true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@
 //	reaper.go   the process that removes a crashed run's network
 //	faults.go   network faults of the multi-host bed, Node.Freeze and Thaw, source faults of an Env
 //	disk.go     tmpfs log directories (ClusterOptions.LogDirTmpfsMB), Node.FillLogDir and FreeLogDir
-//	tls.go      SecureListeners (SASL_SSL with SCRAM, mTLS, OAUTHBEARER listeners) and PKI (certificates and stores)
+//	tls.go      SecureListeners (SASL_SSL with SCRAM, mTLS, OAUTHBEARER listeners) and PKI (certificates, stores, a sidecar's peer TLS keys)
 //	proxy.go    Proxy: a TCP proxy with latency, cut, blackhole and byte counts
 //	ports.go    free loopback ports for the loopback bed, below the ephemeral range
 //	doc.go      this overview

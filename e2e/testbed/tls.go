@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -216,6 +217,31 @@ func NewPKI(dir string) (*PKI, error) {
 // then the certificate) valid for localhost and 127.0.0.1 as server and
 // client, and returns its path.
 func (p *PKI) IssuePEM(cn string) (string, error) {
+	return p.issuePEM(cn, cn+".pem")
+}
+
+// IssueSelfSigned writes a PEM key store like IssuePEM's, but whose
+// certificate signs itself instead of being signed by p's CA (a
+// stranger's), to <cn>-self-signed.pem, and returns its path.
+func (p *PKI) IssueSelfSigned(cn string) (string, error) {
+	return p.issue(cn, cn+"-self-signed.pem", true)
+}
+
+// TLSCertificate loads a PEM key store written by IssuePEM or
+// IssueSelfSigned for a Go TLS client or server.
+func TLSCertificate(pemFile string) (tls.Certificate, error) {
+	return tls.LoadX509KeyPair(pemFile, pemFile)
+}
+
+// issuePEM writes the PEM key store of IssuePEM for CN=cn to the file name
+// in p.Dir, so that the stores made from it keep the subject CN=cn.
+func (p *PKI) issuePEM(cn, name string) (string, error) {
+	return p.issue(cn, name, false)
+}
+
+// issue writes a PEM key store for CN=cn to the file name in p.Dir, its
+// certificate signed by p's CA or by itself.
+func (p *PKI) issue(cn, name string, selfSigned bool) (string, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", err
@@ -227,7 +253,11 @@ func (p *PKI) IssuePEM(cn string) (string, error) {
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
+	parent, signer := p.cert, p.key
+	if selfSigned {
+		parent, signer = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		return "", fmt.Errorf("testbed: certificate for %s: %w", cn, err)
 	}
@@ -235,7 +265,7 @@ func (p *PKI) IssuePEM(cn string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	file := filepath.Join(p.Dir, cn+".pem")
+	file := filepath.Join(p.Dir, name)
 	data := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
 	return file, os.WriteFile(file, data, 0o600)
 }
@@ -250,11 +280,29 @@ func (p *PKI) brokerKeystore() (string, error) {
 	return p.IssuePEM("broker")
 }
 
+// PeerTLS returns the configuration keys that give sidecar s mutual TLS
+// with the other sidecars (peer.security.protocol=SSL, docs/security.md
+// "Peer security"): a PEM key store for CN=sidecar-<broker ID>, the name
+// the default peer.ssl.principal.mapping.rules tie to that broker ID,
+// signed by p, and p's CA as the trust store. Give peers a PKI of their
+// own: any certificate of p's CA for CN=sidecar-N is that peer.
+func (p *PKI) PeerTLS(s *Sidecar) (map[string]string, error) {
+	keystore, err := p.IssuePEM(fmt.Sprint("sidecar-", s.BrokerID))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{
+		"peer.security.protocol":       "SSL",
+		"peer.ssl.keystore.location":   keystore,
+		"peer.ssl.truststore.location": p.CAFile,
+	}, nil
+}
+
 // IssueEncryptedPEM writes a PEM key store for CN=cn whose key is an
 // encrypted PKCS#8 key (PBES2, AES-256-CBC, openssl pkcs8 -topk8) under
 // password, and returns its path.
 func (p *PKI) IssueEncryptedPEM(cn, password string) (string, error) {
-	plain, err := p.IssuePEM(cn + "-plain")
+	plain, err := p.issuePEM(cn, cn+"-plain.pem")
 	if err != nil {
 		return "", err
 	}
@@ -274,11 +322,17 @@ func (p *PKI) IssueEncryptedPEM(cn, password string) (string, error) {
 // IssuePKCS12 writes a PKCS12 key store for CN=cn under password (openssl
 // pkcs12 -export, with the CA in the chain) and returns its path.
 func (p *PKI) IssuePKCS12(cn, password string) (string, error) {
-	plain, err := p.IssuePEM(cn + "-plain")
+	return p.issuePKCS12(cn, cn, password)
+}
+
+// issuePKCS12 writes the PKCS12 key store of IssuePKCS12 for CN=cn to
+// name.p12 in p.Dir.
+func (p *PKI) issuePKCS12(cn, name, password string) (string, error) {
+	plain, err := p.issuePEM(cn, name+"-plain.pem")
 	if err != nil {
 		return "", err
 	}
-	file := filepath.Join(p.Dir, cn+".p12")
+	file := filepath.Join(p.Dir, name+".p12")
 	_, err = storeTool("openssl", "pkcs12", "-export", "-in", plain, "-certfile", p.CAFile, "-name", cn,
 		"-out", file, "-passout", "pass:"+password)
 	return file, err
@@ -287,7 +341,7 @@ func (p *PKI) IssuePKCS12(cn, password string) (string, error) {
 // IssueJKS writes a JKS key store for CN=cn under password (a PKCS12
 // store converted with keytool -importkeystore) and returns its path.
 func (p *PKI) IssueJKS(cn, password string) (string, error) {
-	p12, err := p.IssuePKCS12(cn+"-p12", password)
+	p12, err := p.issuePKCS12(cn, cn+"-p12", password)
 	if err != nil {
 		return "", err
 	}

@@ -53,11 +53,11 @@ func TestPKIStores(t *testing.T) {
 		cn    string
 	}{
 		"PKCS12": {map[string]string{"ssl.keystore.type": "PKCS12", "ssl.keystore.location": p12, "ssl.keystore.password": pw,
-			"ssl.truststore.type": "PKCS12", "ssl.truststore.location": p12Trust, "ssl.truststore.password": pw}, "client-p12-plain"},
+			"ssl.truststore.type": "PKCS12", "ssl.truststore.location": p12Trust, "ssl.truststore.password": pw}, "client-p12"},
 		"JKS": {map[string]string{"ssl.keystore.type": "JKS", "ssl.keystore.location": jks, "ssl.keystore.password": pw, "ssl.key.password": pw,
-			"ssl.truststore.type": "JKS", "ssl.truststore.location": jksTrust, "ssl.truststore.password": pw}, "client-jks-p12-plain"},
+			"ssl.truststore.type": "JKS", "ssl.truststore.location": jksTrust, "ssl.truststore.password": pw}, "client-jks"},
 		"encrypted PKCS#8": {map[string]string{"ssl.keystore.type": "PEM", "ssl.keystore.location": enc, "ssl.key.password": pw,
-			"ssl.truststore.type": "PEM", "ssl.truststore.location": p.CAFile}, "client-enc-plain"},
+			"ssl.truststore.type": "PEM", "ssl.truststore.location": p.CAFile}, "client-enc"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -124,4 +124,41 @@ func handshake(t *testing.T, p *PKI, server string, client *tls.Config) string {
 	defer c.Close()
 	_ = c.Handshake()
 	return <-cn
+}
+
+// TestPKISelfSigned checks IssueSelfSigned and TLSCertificate: the
+// self-signed certificate names CN=cn but does not chain to the CA, the
+// CA's own does.
+func TestPKISelfSigned(t *testing.T) {
+	p, err := NewPKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	for _, tc := range []struct {
+		issue    func(string) (string, error)
+		verified bool
+	}{{p.IssuePEM, true}, {p.IssueSelfSigned, false}} {
+		file, err := tc.issue("sidecar-7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := TLSCertificate(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		if leaf.Subject.CommonName != "sidecar-7" || (err == nil) != tc.verified {
+			t.Errorf("%s: CN %q, verified by the CA: %v, want %v", file, leaf.Subject.CommonName, err, tc.verified)
+		}
+	}
 }
