@@ -94,7 +94,7 @@ func TestSidecarCutOff(t *testing.T) {
 	if alive := metricValue(metrics(t, raftLeader(t)), "sidemirror_sidecars_alive"); alive != 2 {
 		t.Fatalf("the raft leader counts %v sidecars alive during the cut, want 2", alive)
 	}
-	t.Logf("the cut-off sidecar's appends stayed at %v records, %v bytes while the others appended %v records to the moved partitions",
+	t.Logf("the cut-off sidecar's appends stayed at %.0f records, %.0f bytes while the others appended %d records to the moved partitions",
 		records, bytes, movedSince(t, topic, led, from))
 
 	healed := time.Now()

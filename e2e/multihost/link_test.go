@@ -220,7 +220,7 @@ func measureDrain(t *testing.T, mirror, topic string, host *testbed.Host) float6
 			secs := end.Sub(first).Seconds()
 			batches := (b - firstBytes) / secs
 			wire := float64(link.Sub(firstLink).ToUpstream) / secs
-			t.Logf("backlog of %d records (%d MB of values) drained in %v after resume (%v from the first append): %.0f records/s, %.2f MB/s of record batches, %.2f MB/s (%.1f Mbit/s) on the source host's link limited to %d Mbit/s",
+			t.Logf("backlog of %d records (%d MB of values) drained in %v after resume (%v from the first append): %.0f records/s from the resume, %.2f MB/s of record batches from the first append, %.2f MB/s (%.1f Mbit/s) on the source host's link limited to %d Mbit/s",
 				records, linkBacklog/1_000_000, end.Sub(resumed).Round(time.Millisecond), end.Sub(first).Round(time.Millisecond),
 				float64(records)/end.Sub(resumed).Seconds(), batches/1e6, wire/1e6, wire*8/1e6, linkBits/1_000_000)
 			return batches
