@@ -56,6 +56,17 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	if c.adminLn, err = listen(KeyAdminListener, s.cfg.AdminListener); err != nil {
 		return nil, err
 	}
+	// What the other sidecars dial: forwarded writes, the describe
+	// fan-out and the liveness probes use the admin address, raft the raft
+	// address (Config.Validate refused addresses they cannot reach). A
+	// routable admin address that reaches another process is refused here
+	// (selfcheck.go), before anything registers it.
+	adminAddr := s.cfg.AdminAdvertisedAddr(c.adminLn.Addr().String())
+	checked, err := checkAdvertisedAdmin(s.cfg, c.adminLn, adminAddr, advertisedCheckTimeout, s.log)
+	if err != nil {
+		return nil, err
+	}
+	c.adminLn = checked
 	destOpts, err := s.cfg.Destination.KgoOpts()
 	if err != nil {
 		return nil, err
@@ -65,10 +76,6 @@ func (s *Sidecar) startComponents(failed chan<- error) (_ *components, err error
 	if c.dest, err = kgo.NewClient(destOpts...); err != nil {
 		return nil, fmt.Errorf("sidecar: destination client: %w", err)
 	}
-	// What the other sidecars dial: forwarded writes, the describe
-	// fan-out and the liveness probes use the admin address, raft the raft
-	// address (Config.Validate refused addresses they cannot reach).
-	adminAddr := s.cfg.AdminAdvertisedAddr(c.adminLn.Addr().String())
 	s.log.Info("advertised addresses",
 		zap.String(KeyAdminAdvertised, adminAddr), zap.String(KeyRaftAdvertised, s.cfg.RaftAdvertisedAddr()))
 	var peers []raftnode.Peer

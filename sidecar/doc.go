@@ -15,8 +15,10 @@
 // resolves a mirror's source settings on every connect), sourceprops.go (the
 // Kafka consumer properties of a mirror config that set source client
 // options), sidecar.go
-// (lifecycle and shutdown order), readyz.go (the /readyz checks), destcheck.go (the start-up check that
-// the destination.* settings get through to the local broker),
+// (lifecycle and shutdown order), selfcheck.go (the check at start that the
+// advertised admin address reaches this sidecar), readyz.go (the /readyz checks),
+// destcheck.go (the start-up check that the destination.* settings get through
+// to the local broker),
 // notify.go (systemd's Type=notify: READY=1 once a raft member that
 // reaches its broker, STOPPING=1), status.go (the status page at "/" and
 // its lag sampler), routines.go (tracked goroutines), registry.go (this sidecar's record

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +20,12 @@ import (
 // beside it, a second sidecar from sidecar 3's own configuration with the
 // addresses changed in the ways an operator gets them wrong: the
 // example's loopback listeners kept, a loopback address advertised, every
-// interface bound with no address advertised (which registered [::]:9191).
-// Each must exit with code 2 and the one line that names the key, the
-// value and what to set, computed from the hosts' addresses.
+// interface bound with no address advertised (which registered [::]:9191),
+// another host's address advertised (where another sidecar answers: it
+// passes the configuration's checks and is refused once the sidecar has
+// dialed it at start and the connection did not arrive at its own
+// listener). Each must exit with code 2 and the line that names the key,
+// the value and what to set, computed from the hosts' addresses.
 func TestUnreachableAddressRefused(t *testing.T) {
 	dumpLogs(t)
 	sidecars := env.Sidecars.Sidecars()
@@ -33,6 +37,10 @@ func TestUnreachableAddressRefused(t *testing.T) {
 		name  string
 		edits map[string]string // "" deletes the key
 		want  string
+		// started: the address passes the configuration's checks, so the
+		// sidecar starts (logging to stderr) and refuses it once it has
+		// dialed it: want is stderr's last line.
+		started bool
 	}{
 		{
 			name:  "the example's listeners",
@@ -57,6 +65,18 @@ func TestUnreachableAddressRefused(t *testing.T) {
 			edits: map[string]string{"raft.listener": ""},
 			want: `sidemirror: config: raft.listener: "127.0.0.1:9192" is a loopback address, which the other sidecars in raft.peers (such as ` +
 				peer + `) cannot reach at ` + s.RaftAddr + ` (set raft.listener=:9192 to listen on every interface)`,
+		},
+		{
+			// Another host's address, where sidecar 1 answers: routable, so
+			// only dialing it shows that it is not this sidecar. The
+			// listeners move off the ports that sidecar 3 holds.
+			name: "another host's address advertised",
+			edits: map[string]string{"admin.listener": ":19191", "raft.listener": ":19192", "http.listener": ":19193",
+				"admin.advertised.listener": first.AdminAddr},
+			want: `sidemirror: config: admin.advertised.listener: "` + first.AdminAddr + `" reaches another process, not this sidecar: ` +
+				`a connection to it was accepted, but it did not arrive at admin.listener ":19191" within 3s ` +
+				`(set it to an address of this host where admin.listener listens, e.g. ` + net.JoinHostPort(s.Host().IP, "19191") + `)`,
+			started: true,
 		},
 	}
 	base := readProps(t, s.ConfigPath())
@@ -93,7 +113,12 @@ func TestUnreachableAddressRefused(t *testing.T) {
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 				t.Fatalf("sidemirror run in host %s: %v, want exit code 2; stderr:\n%s", s.Host().Name, err, stderr.String())
 			}
-			if got := stderr.String(); got != tc.want+"\n" {
+			if got := stderr.String(); tc.started {
+				lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+				if last := lines[len(lines)-1]; last != tc.want {
+					t.Fatalf("stderr's last line\n%s\nwant\n%s\nstderr:\n%s", last, tc.want, got)
+				}
+			} else if got != tc.want+"\n" {
 				t.Fatalf("stderr\n%s\nwant the one line\n%s", got, tc.want)
 			}
 			if stdout.Len() != 0 {

@@ -13,6 +13,8 @@
 //	helpers_test.go     CLI, describe, topics, producing, offsets, kcat dumps
 //	hosts_test.go       placement, mirroring, forwarding and fan-out across hosts
 //	deadsidecar_test.go a sidecar killed with SIGKILL, detected across hosts
-//	advertised_test.go  addresses the other hosts cannot dial refused at start
+//	advertised_test.go  addresses the other hosts cannot dial, or that reach another host, refused at start
 //	unreachable_test.go the destination cut off from the source: describe, metrics, /readyz
+//	cutoff_test.go      a sidecar cut off from the other two, its broker up: failover and fencing
+//	link_test.go        a source link limited to 80 Mbit/s with 50 ms each way: lag, drain rate
 package multihost

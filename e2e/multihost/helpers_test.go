@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -364,4 +365,114 @@ func raftLeader(t *testing.T) *testbed.Sidecar {
 		return false
 	})
 	return leader
+}
+
+// backgroundProducer writes records to a source topic from a goroutine at
+// a steady rate until stopped: record i has key "<prefix>-<i mod 997>", a
+// value of valueSize random letters and a "seq" header, and is produced
+// uncompressed, so that what crosses the network is what was written.
+type backgroundProducer struct {
+	t        *testing.T
+	mu       sync.Mutex
+	produced int
+	bytes    int64
+	stopc    chan struct{}
+	done     chan error
+	stopped  bool
+}
+
+// startProducer starts a backgroundProducer writing perSecond records a
+// second to topic, in batches every 50 ms; it is stopped at test end.
+func startProducer(t *testing.T, topic, prefix string, perSecond, valueSize int, seed uint64) *backgroundProducer {
+	t.Helper()
+	cl := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20))
+	p := &backgroundProducer{t: t, stopc: make(chan struct{}), done: make(chan error, 1)}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	go func() {
+		start := time.Now()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; {
+			select {
+			case <-p.stopc:
+				p.done <- nil
+				return
+			case <-tick.C:
+			}
+			// As many records as keep the rate since the start: a slow
+			// round is made up in the next ones.
+			due := int(time.Since(start).Seconds() * float64(perSecond))
+			var rs []*kgo.Record
+			var size int64
+			for ; i < due; i++ {
+				v := make([]byte, valueSize)
+				for k := range v {
+					v[k] = byte('a' + rng.IntN(26))
+				}
+				rs = append(rs, &kgo.Record{Key: fmt.Appendf(nil, "%s-%d", prefix, i%997), Value: v,
+					Headers: []kgo.RecordHeader{{Key: "seq", Value: strconv.AppendInt(nil, int64(i), 10)}}})
+				size += int64(valueSize)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := cl.ProduceSync(ctx, rs...).FirstErr()
+			cancel()
+			if err != nil {
+				p.done <- fmt.Errorf("produce to %s: %w", topic, err)
+				return
+			}
+			p.mu.Lock()
+			p.produced += len(rs)
+			p.bytes += size
+			p.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		if !p.stopped {
+			close(p.stopc)
+			p.stopped = true
+		}
+	})
+	wait.For(t, 30*time.Second, "the producer to write to "+topic, func() bool { return p.count() > 0 })
+	return p
+}
+
+// count returns the records written so far.
+func (p *backgroundProducer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.produced
+}
+
+// stop stops the producer and fails the test if it failed.
+func (p *backgroundProducer) stop() {
+	p.t.Helper()
+	if p.stopped {
+		return
+	}
+	close(p.stopc)
+	p.stopped = true
+	if err := <-p.done; err != nil {
+		p.t.Fatalf("producer: %v", err)
+	}
+}
+
+// sidecarCounter returns the sum of the samples of the counter name with
+// mirror's label on one sidecar's /metrics.
+func sidecarCounter(t *testing.T, s *testbed.Sidecar, name, mirror string) float64 {
+	t.Helper()
+	sum := 0.0
+	for line := range strings.Lines(metrics(t, s)) {
+		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, `mirror="`+mirror+`"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q", line)
+		}
+		sum += v
+	}
+	return sum
 }

@@ -26,6 +26,9 @@
 // reach the source only through those proxies (Cluster.RemoteBootstrap),
 // while the tests reach every node directly (Cluster.Bootstrap). Faults:
 // Host.Isolate (link down), Network.Partition (two hosts cut apart),
+// Network.PartitionPorts (the same for some TCP ports only, ip rule
+// blackholes) and SidecarGroup.CutOff (a sidecar cut off from the others
+// on the admin and raft ports, brokers untouched),
 // Host.LimitBandwidth (tc tbf; the kernel has no netem), and, on the path
 // from the destination to the source, Env.SetSourceLatency, CutSource and
 // BlackholeSource; Proxy.Traffic and Host.LinkTraffic measure what crossed

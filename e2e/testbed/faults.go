@@ -3,7 +3,9 @@ package testbed
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,8 @@ import (
 //
 //	host.Isolate / host.Reconnect          its link down: it reaches nothing and nothing reaches it
 //	net.Partition(a, b) / net.Heal(a, b)   a and b cannot reach each other; both reach everyone else
+//	net.PartitionPorts(a, b, ports) / HealPorts   the same for TCP to and from those ports only
+//	sidecars.CutOff(s) / Rejoin(s)         s cannot reach the other sidecars, nor they it; brokers unaffected
 //	host.LimitBandwidth(bits) / Unlimit    a token bucket (tc tbf) on both directions of its link
 //	proxy.SetLatency / Cut / Blackhole / Restore   the link from the destination to one source node
 //	env.SetSourceLatency / CutSource / BlackholeSource / RestoreSource   the same, every source node
@@ -97,17 +101,144 @@ func (n *Network) Heal(a, b *Host) error {
 	return err
 }
 
-// HealAll undoes every Partition in force.
+// HealAll undoes every Partition and PartitionPorts in force.
 func (n *Network) HealAll() error {
 	n.mu.Lock()
-	var pairs [][2]*Host
+	var pairs, portPairs [][2]*Host
 	for k := range n.cuts {
 		pairs = append(pairs, k)
+	}
+	for k := range n.portCuts {
+		portPairs = append(portPairs, k)
 	}
 	n.mu.Unlock()
 	var errs []error
 	for _, p := range pairs {
 		errs = append(errs, n.Heal(p[0], p[1]))
+	}
+	for _, p := range portPairs {
+		errs = append(errs, n.HealPorts(p[0], p[1]))
+	}
+	return errors.Join(errs...)
+}
+
+// PartitionPorts cuts a and b apart for the TCP traffic of the given ports
+// only: connections from either host to one of these ports of the other,
+// in both directions, with policy routing rules (ip rule ... ipproto tcp
+// dport/sport ... blackhole) in each one's namespace. Everything else
+// between them still flows. As with Partition, a new connection from one
+// to the other fails at once (EINVAL), and open ones stall, since the
+// rules also catch the packets of connections opened before them (the
+// rules flush the cached routes, and each host's own replies go through
+// them). HealPorts undoes it; calling it again for the same pair replaces
+// the ports.
+func (n *Network) PartitionPorts(a, b *Host, ports ...int) error {
+	if a == b || a.net != n || b.net != n || len(ports) == 0 {
+		return fmt.Errorf("testbed: cannot partition %s from %s on ports %v", a.Name, b.Name, ports)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	key := pairKey(a, b)
+	if old := n.portCuts[key]; old != nil {
+		if err := errors.Join(portRules("del", a, b, old)...); err != nil {
+			return err
+		}
+		delete(n.portCuts, key)
+	}
+	if err := errors.Join(portRules("add", a, b, ports)...); err != nil {
+		_ = portRules("del", a, b, ports)
+		return err
+	}
+	n.portCuts[key] = append([]int(nil), ports...)
+	return nil
+}
+
+// HealPorts undoes PartitionPorts(a, b, ...).
+func (n *Network) HealPorts(a, b *Host) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	key := pairKey(a, b)
+	ports := n.portCuts[key]
+	if ports == nil {
+		return nil
+	}
+	err := errors.Join(portRules("del", a, b, ports)...)
+	if err == nil {
+		delete(n.portCuts, key)
+	}
+	return err
+}
+
+// portRules adds or deletes (op) the rules of PartitionPorts in both
+// hosts' namespaces. In each host x with peer y, for every port: packets
+// to y's port and from y's port (x is the client), and packets to y from
+// x's port and from y to x's port (x is the server). The routing of
+// received packets catches new connections; that of sent packets, open
+// ones too.
+func portRules(op string, a, b *Host, ports []int) []error {
+	var errs []error
+	for _, pair := range [][2]*Host{{a, b}, {b, a}} {
+		x, y := pair[0], pair[1]
+		for _, port := range ports {
+			p := strconv.Itoa(port)
+			for _, sel := range [][]string{
+				{"to", y.IP, "ipproto", "tcp", "dport", p},
+				{"to", y.IP, "ipproto", "tcp", "sport", p},
+				{"from", y.IP, "ipproto", "tcp", "dport", p},
+				{"from", y.IP, "ipproto", "tcp", "sport", p},
+			} {
+				args := append([]string{"ip", "-n", x.ns, "rule", op}, sel...)
+				errs = append(errs, run(append(args, "blackhole")...))
+			}
+		}
+	}
+	return errs
+}
+
+// CutOff cuts s apart from the group's other sidecars, in both directions:
+// TCP between its host and theirs on the sidecars' admin and raft ports
+// (PartitionPorts). Its broker, the other brokers and the source still
+// reach each other and it, and the test process still reaches every
+// sidecar, so a cut-off sidecar keeps running and appending to its broker
+// until the broker fences it. It needs the multi-host bed.
+func (g *SidecarGroup) CutOff(s *Sidecar) error {
+	return g.eachPeer(s, func(n *Network, a, b *Host, ports []int) error { return n.PartitionPorts(a, b, ports...) })
+}
+
+// Rejoin undoes CutOff(s).
+func (g *SidecarGroup) Rejoin(s *Sidecar) error {
+	return g.eachPeer(s, func(n *Network, a, b *Host, _ []int) error { return n.HealPorts(a, b) })
+}
+
+// eachPeer applies f to s's host and each other sidecar's host, with the
+// admin and raft ports of both.
+func (g *SidecarGroup) eachPeer(s *Sidecar, f func(n *Network, a, b *Host, ports []int) error) error {
+	if s.host == nil {
+		return errors.New("testbed: cutting a sidecar off needs the multi-host bed")
+	}
+	var errs []error
+	for _, o := range g.sidecars {
+		if o == s {
+			continue
+		}
+		if o.host == nil || o.host == s.host {
+			return fmt.Errorf("testbed: sidecars %d and %d do not run in hosts of their own", s.BrokerID, o.BrokerID)
+		}
+		var ports []int
+		for _, addr := range []string{s.AdminAddr, s.RaftAddr, o.AdminAddr, o.RaftAddr} {
+			_, p, err := net.SplitHostPort(addr)
+			if err != nil {
+				return fmt.Errorf("testbed: sidecar address %q: %w", addr, err)
+			}
+			port, err := strconv.Atoi(p)
+			if err != nil {
+				return fmt.Errorf("testbed: sidecar address %q: %w", addr, err)
+			}
+			if !slices.Contains(ports, port) {
+				ports = append(ports, port)
+			}
+		}
+		errs = append(errs, f(s.host.net, s.host, o.host, ports))
 	}
 	return errors.Join(errs...)
 }

@@ -73,6 +73,8 @@ type Network struct {
 	hosts   []*Host
 	proxies []*Proxy
 	cuts    map[[2]*Host]bool // pairs cut apart by Partition
+	// portCuts holds the pairs cut apart by PartitionPorts, with the ports.
+	portCuts map[[2]*Host][]int
 }
 
 // Host is one network namespace of a Network: a machine of the bed with its
@@ -107,7 +109,7 @@ func NewNetwork() (*Network, error) {
 	if seq >= 26 {
 		return nil, errors.New("testbed: at most 26 networks per process")
 	}
-	n := &Network{prefix: fmt.Sprintf("sm%d%c-", os.Getpid(), 'a'+seq), cuts: map[[2]*Host]bool{}}
+	n := &Network{prefix: fmt.Sprintf("sm%d%c-", os.Getpid(), 'a'+seq), cuts: map[[2]*Host]bool{}, portCuts: map[[2]*Host][]int{}}
 	n.bridge = n.prefix + "br"
 	// The reaper starts first, so that whatever follows is removed even if
 	// this process dies in the middle of it.

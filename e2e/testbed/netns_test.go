@@ -108,7 +108,13 @@ func echoes(c net.Conn, msg []byte, d time.Duration) error {
 // waits until the root namespace reaches it.
 func startEcho(t *testing.T, h *Host) string {
 	t.Helper()
-	addr := h.Addr(7000)
+	return startEchoAt(t, h, 7000)
+}
+
+// startEchoAt is startEcho on another port.
+func startEchoAt(t *testing.T, h *Host, port int) string {
+	t.Helper()
+	addr := h.Addr(port)
 	cmd := h.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), echoAddrVar+"="+addr)
 	var stderr lockedBuffer
@@ -210,6 +216,43 @@ func TestNetworkFaults(t *testing.T) {
 		}
 		if got := dialFrom(t, a, atB); got != "ok" {
 			t.Fatalf("a to b after Heal: %s", got)
+		}
+	})
+
+	t.Run("partition ports", func(t *testing.T) {
+		atB2, atA := startEchoAt(t, b, 7001), startEcho(t, a)
+		peer, err := net.Dial("tcp", atB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer peer.Close()
+		if err := n.PartitionPorts(a, b, 7000); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.HealPorts(a, b) })
+		if got := dialFrom(t, a, atB); got == "ok" {
+			t.Fatal("a reaches b's port 7000 across the port partition")
+		}
+		if got := dialFrom(t, b, atA); got == "ok" {
+			t.Fatal("b reaches a's port 7000 across the port partition")
+		}
+		if got := dialFrom(t, a, atB2); got != "ok" {
+			t.Fatalf("a to b's port 7001 during the port partition: %s", got)
+		}
+		if got := dialFrom(t, a, atC); got != "ok" {
+			t.Fatalf("a to c during the a-b port partition: %s", got)
+		}
+		if err := echoes(peer, []byte("root to b's port 7000\n"), 2*time.Second); err != nil {
+			t.Fatalf("root to b during the a-b port partition: %v", err)
+		}
+		if err := n.HealAll(); err != nil {
+			t.Fatal(err)
+		}
+		if got := dialFrom(t, a, atB); got != "ok" {
+			t.Fatalf("a to b after HealAll: %s", got)
+		}
+		if got := dialFrom(t, b, atA); got != "ok" {
+			t.Fatalf("b to a after HealAll: %s", got)
 		}
 	})
 
