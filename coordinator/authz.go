@@ -136,8 +136,16 @@ func (a *admin) authorize(z authorizer, req protocol.Request) protocol.Response 
 		return check(acl.OpAlter, acl.ResourceCluster, acl.ClusterName)
 	case *protocol.DescribeAclsRequest:
 		return check(acl.OpDescribe, acl.ResourceCluster, acl.ClusterName)
+	case *protocol.ListClusterMirrorsRequest, *protocol.DescribeClusterMirrorsRequest,
+		*protocol.DescribeConfigsRequest, *protocol.IncrementalAlterConfigsRequest:
+		return nil // per mirror or resource: filterRequest, filterResponse
+	case *protocol.ApplyCommandRequest, *protocol.ReadMirrorStatesRequest, *protocol.WriteMirrorStatesRequest,
+		*protocol.DescribeLocalPartitionsRequest:
+		return nil // internal: served to peers only, on the peer listener
 	}
-	return nil
+	// An API without a rule above is denied once security is on, so that a
+	// new one is never served unauthorized by default.
+	return check(acl.OpAll, acl.ResourceCluster, acl.ClusterName)
 }
 
 // authorizeAlterConfigs splits an IncrementalAlterConfigs request's
