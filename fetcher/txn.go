@@ -223,8 +223,8 @@ func (p *partition) submitTxnBatch(pl *pipeline, b []byte, srcPID, base int64, n
 }
 
 // replayMarker ends the destination transaction of the marker's source
-// producer with the marker's outcome and waits until the broker wrote the
-// marker, at destination offset at (the marker's source offset, except in
+// producer with the marker's outcome and waits until the destination completed the
+// transaction, its marker at destination offset at (the marker's source offset, except in
 // translate mode). A marker whose transaction has no
 // records here (they were before the point mirroring started) ends an empty
 // transaction that holds only this partition, which writes the marker just
@@ -256,9 +256,6 @@ func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64) e
 		return err
 	}
 	tp.open = false
-	if err := p.waitMarker(at); err != nil {
-		return err
-	}
 	if err := p.waitTxnComplete(tp, at); err != nil {
 		return err
 	}
@@ -321,20 +318,33 @@ func (p *partition) waitMarker(at int64) error {
 func (p *partition) waitTxnComplete(tp *txnProducer, at int64) error {
 	ctx, cancel := context.WithTimeout(p.ctx, txnCompleteTimeout)
 	defer cancel()
-	var err error
-	for ctx.Err() == nil {
-		if err = p.txnCompleted(ctx, tp, at); err == nil || !retriableTxnError(err) {
+	d := time.Millisecond
+	for {
+		done, err := p.txnCompleted(ctx, tp, at)
+		if err != nil && !retriableTxnError(err) {
+			return err
+		}
+		if done {
 			break
 		}
+		if !sleepCtx(ctx, d) {
+			if p.ctx.Err() != nil {
+				return p.ctx.Err()
+			}
+			return fmt.Errorf("the destination did not complete transaction %s within %s after its marker at offset %d (last: %v)",
+				tp, txnCompleteTimeout, at, err)
+		}
+		d = min(2*d, 50*time.Millisecond)
 	}
-	if err != nil {
-		return err
-	}
+	// Complete means every marker was appended (acks=all): this one is in
+	// the log, and nothing will be appended behind it but what comes next.
 	leo, err := p.m.listLocalLEO(p.ctx, p.key)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if leo != at+1 {
+	case leo == at:
+		return p.waitMarker(at) // not expected; waitMarker tells what it finds
+	case leo != at+1:
 		return fmt.Errorf("%w: the destination log end offset of %s is %d after the transaction marker at offset %d of %s: "+
 			"the destination wrote a control batch the source does not have (a transaction coordinator sends a marker again "+
 			"when it moved or timed out between writing the markers and completing the transaction)",
@@ -344,8 +354,8 @@ func (p *partition) waitTxnComplete(tp *txnProducer, at int64) error {
 }
 
 // txnCompleteTimeout bounds the wait for the destination to complete a
-// transaction whose marker is written: long enough for a transaction
-// coordinator to move to another broker and reload its log.
+// transaction after EndTxn: long enough for a transaction coordinator to
+// move to another broker and reload its log.
 const txnCompleteTimeout = 5 * time.Minute
 
 // retriableTxnError tells the errors txnRetry waits out.
@@ -354,27 +364,24 @@ func retriableTxnError(err error) bool {
 		errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.NotCoordinator)
 }
 
-// txnCompleted returns nil once the destination shows tp's transaction,
-// whose marker is at offset at, complete; a retriable error while the
-// markers are being written.
-func (p *partition) txnCompleted(ctx context.Context, tp *txnProducer, at int64) error {
-	return txnRetry(ctx, "waiting for the destination to complete transaction "+tp.id, func() error {
-		d, err := p.m.describeTxn(p.ctx, tp.id)
-		switch {
-		case err != nil:
-			return err
-		case d == nil, d.ProducerID != tp.pid, d.ProducerEpoch != tp.epoch:
-			return nil // expired, or the epoch moved on: no longer this transaction
-		case d.State == "PrepareCommit", d.State == "PrepareAbort":
-			return kerr.ConcurrentTransactions // markers still being written
-		case d.State == "Ongoing":
-			// Ended and begun again with this epoch: only an earlier
-			// owner of the ID can have done that.
-			return fmt.Errorf("%w: transaction %s is open again right after its marker at offset %d; another writer uses the transactional ID",
-				ErrExactness, tp, at)
-		}
-		return nil
-	})
+// txnCompleted asks the destination once whether tp's transaction, whose
+// marker is due at offset at, is complete.
+func (p *partition) txnCompleted(ctx context.Context, tp *txnProducer, at int64) (bool, error) {
+	d, err := p.m.describeTxn(ctx, tp.id)
+	switch {
+	case err != nil:
+		return false, err
+	case d == nil, d.ProducerID != tp.pid, d.ProducerEpoch != tp.epoch:
+		return true, nil // expired, or the epoch moved on: no longer this transaction
+	case d.State == "PrepareCommit", d.State == "PrepareAbort":
+		return false, nil // markers still being written
+	case d.State == "Ongoing":
+		// Ended and begun again with this epoch: only an earlier owner
+		// of the ID can have done that.
+		return false, fmt.Errorf("%w: transaction %s is open again right after its marker at offset %d; another writer uses the transactional ID",
+			ErrExactness, tp, at)
+	}
+	return true, nil
 }
 
 // fenceTxnProducer bumps the epoch of tp, whose transaction was found open
