@@ -3,6 +3,7 @@ package fetcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -233,4 +234,70 @@ func TestRepeatedMarkerFound(t *testing.T) {
 	if end := e.offsets(e.dstAdm, false, "twice")[0]; end != 4 {
 		t.Fatalf("destination log end offset %d, want 4: the marker, its repeat, and nothing after them", end)
 	}
+}
+
+// TestLookupRenewsTheEpochTwice: a partition that finds its destination
+// transactional ID with nothing open renews the epoch with two
+// InitProducerIDs that name the producer ID and epoch they expect (Kafka
+// answers one that expects the epoch just before the current one as a
+// retry, with the current epoch; after two bumps an earlier owner's late
+// InitProducerID, expecting the old epoch, is refused).
+func TestLookupRenewsTheEpochTwice(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"renew": 1})
+	ctx := context.Background()
+	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("renew-src"))
+	txn := func(from int) {
+		t.Helper()
+		if err := src.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.ProduceSync(ctx, record("renew", 0, from), record("renew", 0, from+1)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(0)
+	m := e.newManager()
+	startAll(t, m, "renew", []int32{0})
+	e.waitCaughtUp(m, "renew", []int32{0})
+	m.Close()
+	before := describeDstTxn(t, e)
+
+	type expected struct {
+		pid   int64
+		epoch int16
+	}
+	var (
+		mu   sync.Mutex
+		sent []expected
+	)
+	e.dst.ControlKey(int16(kmsg.InitProducerID), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.InitProducerIDRequest)
+		if req.TransactionalID != nil && *req.TransactionalID == before.TxnID {
+			mu.Lock()
+			sent = append(sent, expected{req.ProducerID, req.ProducerEpoch})
+			mu.Unlock()
+		}
+		return nil, nil, false
+	})
+	m = e.newManager()
+	startAll(t, m, "renew", []int32{0})
+	txn(3)
+	e.produce(e.producer(kgo.NoCompression()), "renew", []int32{0}, 6, 2, 2) // a read stops at a record, not a marker
+	e.waitCaughtUp(m, "renew", []int32{0})
+	after := describeDstTxn(t, e)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []expected{{before.ProducerID, before.ProducerEpoch}, {before.ProducerID, before.ProducerEpoch + 1}}
+	if fmt.Sprint(sent) != fmt.Sprint(want) {
+		t.Fatalf("InitProducerID requests for %s expected %v, want %v", before.TxnID, sent, want)
+	}
+	if after.ProducerID != before.ProducerID || after.ProducerEpoch != before.ProducerEpoch+2 {
+		t.Fatalf("producer %d epoch %d after the look-up, want %d epoch %d",
+			after.ProducerID, after.ProducerEpoch, before.ProducerID, before.ProducerEpoch+2)
+	}
+	e.compareRawBatches("renew", 0, 0)
+	e.compareTopic("renew")
 }
