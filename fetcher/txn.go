@@ -29,6 +29,19 @@ import (
 // transactions: a partition that (re)starts looks its producers up with
 // DescribeTransactions and DescribeProducers and continues a transaction
 // that is still open instead of aborting it.
+//
+// Fencing (DESIGN.md D8): a transaction continued that way shares its
+// producer ID and epoch with whoever wrote it before, possibly a sidecar
+// that froze and will wake up with a request in hand. Nothing fences that
+// owner while the transaction is open (InitProducerID would abort it), but
+// its requests for that transaction are harmless: the only EndTxn it can
+// send is the one for the marker at the destination log end offset it had
+// reached, which is where the successor writes the same marker. Once the
+// transaction is complete, the successor bumps the epoch before the ID is
+// used again (fenceTxnProducer), so a late EndTxn or AddPartitionsToTxn of
+// the old owner is refused instead of ending or opening the next
+// transaction. Every InitProducerID of an existing ID names the producer ID
+// and epoch it expects, so a late one cannot bump past the owner either.
 
 // defaultTxnTimeout is the default transaction timeout of destination
 // producers: Kafka's default transaction.max.timeout.ms, the longest a
@@ -79,6 +92,11 @@ type txnProducer struct {
 	epoch  int16
 	seq    int32 // next base sequence on the partition
 	open   bool  // the partition is in the producer's ongoing transaction
+	// shared: the open transaction was found on the destination, not
+	// begun by this run; its ID and epoch may still be held by an
+	// earlier owner, so the epoch is bumped once the transaction is
+	// complete (fenceTxnProducer), before anything else uses the ID.
+	shared bool
 }
 
 func (tp *txnProducer) String() string {
@@ -116,11 +134,26 @@ func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProdu
 		if err != nil {
 			return nil, err
 		}
-		if tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, mir.settings.Load().TransactionTimeout); err != nil {
+		timeout := mir.settings.Load().TransactionTimeout
+		if d == nil || d.ProducerID < 0 || d.ProducerEpoch < 0 {
+			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, -1, -1)
+		} else {
+			// Twice: Kafka answers an InitProducerID that expects the
+			// epoch before the current one as a retry of the bump (with
+			// the current epoch), so after two bumps a late request of
+			// an earlier owner, expecting d's epoch, is fenced.
+			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, d.ProducerID, d.ProducerEpoch)
+			if err == nil {
+				tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, tp.pid, tp.epoch)
+			}
+		}
+		if err != nil {
+			// PRODUCER_FENCED here: another bump came in between,
+			// and the next attempt looks the ID up again.
 			return nil, err
 		}
 	case d.State == "Ongoing":
-		tp.pid, tp.epoch = d.ProducerID, d.ProducerEpoch
+		tp.pid, tp.epoch, tp.shared = d.ProducerID, d.ProducerEpoch, true
 		tp.open = d.Topics.Lookup(p.key.Topic, p.key.Partition)
 		last, err := p.m.lastSequence(ctx, p.key, tp.pid, tp.epoch)
 		if err != nil {
@@ -190,8 +223,8 @@ func (p *partition) submitTxnBatch(pl *pipeline, b []byte, srcPID, base int64, n
 }
 
 // replayMarker ends the destination transaction of the marker's source
-// producer with the marker's outcome and waits until the broker wrote the
-// marker, at destination offset at (the marker's source offset, except in
+// producer with the marker's outcome and waits until the destination completed the
+// transaction, its marker at destination offset at (the marker's source offset, except in
 // translate mode). A marker whose transaction has no
 // records here (they were before the point mirroring started) ends an empty
 // transaction that holds only this partition, which writes the marker just
@@ -223,8 +256,13 @@ func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64) e
 		return err
 	}
 	tp.open = false
-	if err := p.waitMarker(at); err != nil {
+	if err := p.waitTxnComplete(tp, at); err != nil {
 		return err
+	}
+	if tp.shared {
+		if err := p.fenceTxnProducer(tp); err != nil {
+			return err
+		}
 	}
 	pl.leo, pl.next = at+1, at+1
 	p.setLEO(at + 1)
@@ -265,6 +303,115 @@ func (p *partition) waitMarker(at int64) error {
 	}
 }
 
+// waitTxnComplete waits until the destination's transaction coordinator
+// has recorded tp's transaction as complete, and then checks that the
+// partition holds the one marker at offset at and nothing after it. The
+// coordinator writes the markers and then CompleteCommit or CompleteAbort;
+// until then it may send a marker again (after REQUEST_TIMED_OUT or
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND from the partition leader, or when the
+// coordinator moved to another broker and reloaded the transaction in
+// PrepareCommit or PrepareAbort), and Kafka's partitions append such a
+// repeat as a second control batch. So the partition appends nothing else
+// while the transaction is being completed: a repeated marker is then found
+// right behind the first, before any later record was shifted, and the
+// partition fails with a reason that names it.
+func (p *partition) waitTxnComplete(tp *txnProducer, at int64) error {
+	ctx, cancel := context.WithTimeout(p.ctx, txnCompleteTimeout)
+	defer cancel()
+	d := time.Millisecond
+	for {
+		done, err := p.txnCompleted(ctx, tp, at)
+		if err != nil && !retriableTxnError(err) {
+			return err
+		}
+		if done {
+			break
+		}
+		if !sleepCtx(ctx, d) {
+			if p.ctx.Err() != nil {
+				return p.ctx.Err()
+			}
+			return fmt.Errorf("the destination did not complete transaction %s within %s after its marker at offset %d (last: %v)",
+				tp, txnCompleteTimeout, at, err)
+		}
+		d = min(2*d, 50*time.Millisecond)
+	}
+	// Complete means every marker was appended (acks=all): this one is in
+	// the log, and nothing will be appended behind it but what comes next.
+	leo, err := p.m.listLocalLEO(p.ctx, p.key)
+	switch {
+	case err != nil:
+		return err
+	case leo == at:
+		return p.waitMarker(at) // not expected; waitMarker tells what it finds
+	case leo != at+1:
+		return fmt.Errorf("%w: the destination log end offset of %s is %d after the transaction marker at offset %d of %s: "+
+			"the destination wrote a control batch the source does not have (a transaction coordinator sends a marker again "+
+			"when it moved or timed out between writing the markers and completing the transaction)",
+			ErrExactness, p.key, leo, at, tp)
+	}
+	return nil
+}
+
+// txnCompleteTimeout bounds the wait for the destination to complete a
+// transaction after EndTxn: long enough for a transaction coordinator to
+// move to another broker and reload its log.
+const txnCompleteTimeout = 5 * time.Minute
+
+// retriableTxnError tells the errors txnRetry waits out.
+func retriableTxnError(err error) bool {
+	return errors.Is(err, kerr.ConcurrentTransactions) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.NotCoordinator)
+}
+
+// txnCompleted asks the destination once whether tp's transaction, whose
+// marker is due at offset at, is complete.
+func (p *partition) txnCompleted(ctx context.Context, tp *txnProducer, at int64) (bool, error) {
+	d, err := p.m.describeTxn(ctx, tp.id)
+	switch {
+	case err != nil:
+		return false, err
+	case d == nil, d.ProducerID != tp.pid, d.ProducerEpoch != tp.epoch:
+		return true, nil // expired, or the epoch moved on: no longer this transaction
+	case d.State == "PrepareCommit", d.State == "PrepareAbort":
+		return false, nil // markers still being written
+	case d.State == "Ongoing":
+		// Ended and begun again with this epoch: only an earlier owner
+		// of the ID can have done that.
+		return false, fmt.Errorf("%w: transaction %s is open again right after its marker at offset %d; another writer uses the transactional ID",
+			ErrExactness, tp, at)
+	}
+	return true, nil
+}
+
+// fenceTxnProducer bumps the epoch of tp, whose transaction was found open
+// on the destination and is now complete: an earlier owner that may still
+// hold the old epoch is fenced before the transactional ID begins another
+// transaction. The destination shows the transaction complete, so no
+// transaction is open under the ID that InitProducerID could abort.
+func (p *partition) fenceTxnProducer(tp *txnProducer) error {
+	mir, err := p.m.mirror(p.key.Mirror)
+	if err != nil {
+		return err
+	}
+	timeout := mir.settings.Load().TransactionTimeout
+	pid, epoch, err := p.m.initTxnProducer(p.ctx, tp.id, timeout, tp.pid, tp.epoch)
+	if err == nil {
+		pid, epoch, err = p.m.initTxnProducer(p.ctx, tp.id, timeout, pid, epoch)
+	}
+	if err != nil {
+		// The marker is in place; the next attempt resumes after it and
+		// looks the ID up again, which bumps the epoch too.
+		delete(p.txns, tp.srcPID)
+		return err
+	}
+	p.log.Info("fenced earlier holders of a continued destination transactional ID",
+		zap.String("transactional-id", tp.id), zap.Int64("producer-id", pid), zap.Int16("producer-epoch", epoch),
+		zap.Int16("previous-epoch", tp.epoch))
+	tp.pid, tp.epoch, tp.seq, tp.shared = pid, epoch, 0, false
+	return nil
+}
+
 // markerCommits reads the control record of a marker batch: true for
 // COMMIT, false for ABORT. Kafka writes markers uncompressed, one record
 // whose key is a version (int16) and a type (int16).
@@ -301,8 +448,7 @@ func txnRetry(ctx context.Context, what string, op func() error) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, kerr.CoordinatorLoadInProgress) &&
-			!errors.Is(err, kerr.CoordinatorNotAvailable) && !errors.Is(err, kerr.NotCoordinator) {
+		if !retriableTxnError(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if !sleepCtx(ctx, d) {
@@ -351,15 +497,18 @@ func (m *Manager) describeTxn(ctx context.Context, id string) (*kadm.DescribedTr
 }
 
 // initTxnProducer gets a producer ID and a new epoch for transactional ID id
-// (InitProducerID), which also ends whatever the ID had open.
-func (m *Manager) initTxnProducer(ctx context.Context, id string, timeout time.Duration) (int64, int16, error) {
+// (InitProducerID), which also ends whatever the ID had open. expPID and
+// expEpoch, unless -1, are the producer ID and epoch the caller last saw:
+// the destination refuses the bump (PRODUCER_FENCED) when another one came
+// in between.
+func (m *Manager) initTxnProducer(ctx context.Context, id string, timeout time.Duration, expPID int64, expEpoch int16) (int64, int16, error) {
 	var pid int64
 	var epoch int16
 	err := txnRetry(ctx, "destination InitProducerID("+id+")", func() error {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = &id
 		req.TransactionTimeoutMillis = int32(timeout.Milliseconds())
-		req.ProducerID, req.ProducerEpoch = -1, -1
+		req.ProducerID, req.ProducerEpoch = expPID, expEpoch
 		resp, err := req.RequestWith(ctx, m.txnCl)
 		if err != nil {
 			return err
