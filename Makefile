@@ -113,7 +113,7 @@ failover-compare: setup build
 # Measures, asserts nothing: see docs/operations.md#performance.
 bench: setup build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fetcher/
-	$(GO) run ./e2e/cmd/bench -doc docs/performance.md -plot docs/benchmark-throughput.svg $(BENCH_ARGS)
+	$(GO) run ./e2e/cmd/bench -doc docs/performance.md -plot docs/benchmark-throughput.png -lag-plot docs/benchmark-lag.png $(BENCH_ARGS)
 
 demo: setup build
 	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))
