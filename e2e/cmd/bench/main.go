@@ -167,7 +167,17 @@ func main() {
 	lagPlot := flag.String("lag-plot", "", "write a PNG chart of each mirror's lag over time during each workload's backlog drain to this file (linked from -doc when beside it)")
 	note := flag.String("note", "", "a sentence on the run's conditions, written after the run's description in -doc")
 	asJSON := flag.Bool("json", false, "print the results as one JSON line")
+	var so scaleOptions
+	flag.IntVar(&so.Partitions, "scale-partitions", 0, "instead of the workloads: one sidecar beside a 1-node destination mirrors a backlog of this many partitions (make bench-partitions: 10000)")
+	flag.IntVar(&so.Fresh, "scale-fresh", 2000, "with -scale-partitions: partitions started once the others mirror, timed to their first record")
+	flag.IntVar(&so.Stop, "scale-stop", 1000, "with -scale-partitions: partitions of the backlog stopped at the end, timed")
+	flag.IntVar(&so.Records, "scale-records", 20, "with -scale-partitions: records of the backlog per partition")
 	flag.Parse()
+	if so.Partitions > 0 {
+		so.ValueBytes = o.ValueBytes
+		mainScale(so, *doc, *note, *asJSON)
+		return
+	}
 	wls, err := o.selected()
 	if err == nil {
 		_, err = o.contenders()
@@ -215,6 +225,32 @@ func main() {
 			os.Exit(1)
 		}
 		say("wrote the Benchmark section of " + *doc)
+	}
+}
+
+// mainScale runs the many-partitions measurement (-scale-partitions)
+// and writes its section of doc.
+func mainScale(so scaleOptions, doc, note string, asJSON bool) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := runScale(ctx, so, say)
+	if err != nil {
+		testbed.KillAll()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	res.Note = note
+	if asJSON {
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+	} else {
+		fmt.Print(res.Markdown())
+	}
+	if doc != "" {
+		if err := writeScaleDoc(doc, res); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		say("wrote the " + strings.TrimPrefix(scaleHeading, "## ") + " section of " + doc)
 	}
 }
 
@@ -498,16 +534,16 @@ func (b *bed) limit(ctx context.Context, w workload, topic string) (*measurement
 
 // waitCompacted waits until the source's log cleaner compacted every one
 // of topics: their log bytes dropped and then held still for three polls.
-// A topic within two segments has no closed segment worth cleaning and is
-// not waited for.
+// A topic whose partitions hold two segments or less each has no closed
+// segment worth cleaning and is not waited for.
 func (b *bed) waitCompacted(ctx context.Context, w workload, topics []string) error {
 	for _, t := range topics {
 		first, err := topicBytes(ctx, b.env.Source, t)
 		if err != nil {
 			return err
 		}
-		if first < 2*compactSegmentBytes {
-			say(fmt.Sprintf("%s: %s holds %d bytes, too few to compact; mirrored as written", w.Name, t, first))
+		if first/int64(w.Partitions) <= 2*compactSegmentBytes {
+			say(fmt.Sprintf("%s: %s holds %d bytes in %d partitions, too few to compact; mirrored as written", w.Name, t, first, w.Partitions))
 			continue
 		}
 		say(fmt.Sprintf("%s: waiting for the source's log cleaner to compact %s (%.1f MB)", w.Name, t, float64(first)/1e6))
