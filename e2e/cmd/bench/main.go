@@ -2,14 +2,16 @@
 // side by side with MirrorMaker 2 and with the destination's own ingest of
 // the same records (the limit).
 //
-// It starts a 1-node source and a 3-node destination cluster with one
-// sidecar per destination broker, warms the destination up, and then runs
-// every workload (-workloads) with three contenders, each on topics of its
-// own holding the same records:
+// It starts a 1-node source (a proxy in front of its node) and a 3-node
+// destination cluster with one sidecar per destination broker, warms the
+// destination up, and then runs every workload (-workloads) with three
+// contenders, each on topics of its own holding the same records:
 //
 //   - limit: kcat writes the records straight to a destination topic
 //     (batch.size 128 KiB, linger 20 ms, the workload's codec, acks=all):
-//     what the destination ingests from a batching producer;
+//     what the destination ingests from a batching producer; for the
+//     transactional workload Kafka's ProducerPerformance with transactions
+//     of 100 ms (kcat writes none);
 //   - sidemirror: the three sidecars mirror a source topic holding the
 //     records (--start until the destination reaches the source's end
 //     offsets);
@@ -18,14 +20,28 @@
 //     producer batching by itself (batch.size 128 KiB, linger 20 ms); its
 //     time includes its start-up.
 //
+// The workloads: large batches with zstd and with lz4; one-record batches;
+// many partitions (-many-partitions); transactions (txnRecords per
+// transaction); a compacted topic (compacted on the source before the
+// mirrors start); and a 50 ms latency link, where the mirrors reach the
+// source through its node's proxy with 50 ms added each way, and sidemirror
+// is also measured through the proxy without the latency (the ratio is the
+// link's cost). After the workloads of -probe-workloads a latency probe
+// writes timestamped records at half of each mirror's measured rate and a
+// destination consumer measures their end-to-end latency (p50, p99).
+//
 // Destination topics have replication factor 3 and every write is acks=all.
 // It prints one table per workload: wall time, MB/s and records/s, the
 // contender's CPU seconds and CPU seconds per GB, its peak RSS, the
-// destination brokers' CPU seconds, and the ratios of records/s to the
-// limit's and to MM2's. -doc writes the tables into the "Benchmark"
-// section of docs/performance.md.
+// destination brokers' CPU seconds, the ratios of records/s to the limit's
+// and to MM2's, and the probe's latency. -doc writes the tables into the
+// "Benchmark" section of docs/performance.md, -plot and -lag-plot PNG
+// charts of records/s and of each mirror's lag over time.
 //
-//	go run ./e2e/cmd/bench -records 1000000 -workloads zstd,lz4,small
+//	go run ./e2e/cmd/bench -records 1000000
+//
+// -scale-partitions N measures instead one sidecar beside a 1-node
+// destination with N partitions (scale.go; make bench-partitions).
 //
 // Everything runs on one machine (four brokers, three sidecars, MM2, kcat),
 // so compare contenders of one run, not runs of different machines.
@@ -33,8 +49,10 @@
 // Files:
 //
 //	main.go    flags, the test bed, the workloads and the three contenders
+//	probe.go   the end-to-end latency probe
+//	scale.go   the many-partitions run on one sidecar (-scale-partitions)
 //	report.go  the tables, the ratios and the docs/performance.md section
-//	plot.go    the SVG chart of records/s per workload and contender
+//	plot.go    the PNG charts (gonum/plot): records/s, lag over time
 package main
 
 import (

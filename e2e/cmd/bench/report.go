@@ -227,23 +227,22 @@ func (r *report) Markdown() string {
 }
 
 // benchmarkIntro opens the generated section: what the figures are.
-const benchmarkIntro = `` + "`make bench`" + ` (` + "`e2e/cmd/bench`" + `) starts the loopback test bed (a 1-node source, a
-3-node destination with SASL and an authorizer, one sidecar per destination broker, all on this
-host), warms the destination up, and runs every workload with three contenders, each on topics of its
-own holding the same records: the destination's own ingest (kcat writing the records straight to the
-destination, batch.size 128 KiB, linger 20 ms: the limit), sidemirror (the three sidecars, from
-` + "`--start`" + ` until the destination holds the source's end offsets), and MirrorMaker 2 in dedicated mode
-(IdentityReplicationPolicy, jars from Maven Central of the brokers' version, three tasks, its producer
-batching by itself: batch.size 128 KiB, linger 20 ms; its wall time includes its start-up). Destination
-topics have replication factor 3, every write is acks=all. MB/s is the source's log bytes of one
-topic per second (the same bytes for every contender, so the ratios of MB/s and of records/s are
-equal); CPU s is the contender's own processes (the three sidecars, the MM2 JVM, kcat), the brokers'
-CPU has a column of its own; peak RSS is per process (VmHWM, reset before each contender). The limit's
-producer compresses the records itself, on the same cores as the brokers; the mirrors copy the source's
-compressed batches. Flags are in [operations.md](operations.md#performance). The rest of this section
-is written by ` + "`make bench`" + ` (` + "`-doc docs/performance.md`" + `) from its last run.
-
-`
+const benchmarkIntro = "`make bench` (`e2e/cmd/bench`) starts the loopback test bed (a 1-node source with a TCP proxy in\n" +
+	"front of its node, a 3-node destination with SASL and an authorizer, one sidecar per destination broker,\n" +
+	"all on this host), warms the destination up, and runs every workload with three contenders, each on\n" +
+	"topics of its own holding the same records: the destination's own ingest (kcat writing the records\n" +
+	"straight to the destination, batch.size 128 KiB, linger 20 ms: the limit; for transactions Kafka's\n" +
+	"ProducerPerformance, see [Workloads](#workloads)), sidemirror (the three sidecars, from `--start` until\n" +
+	"the destination holds the source's end offsets), and MirrorMaker 2 in dedicated mode\n" +
+	"(IdentityReplicationPolicy, jars from Maven Central of the brokers' version, three tasks, its producer\n" +
+	"batching by itself: batch.size 128 KiB, linger 20 ms; its wall time includes its start-up). Destination\n" +
+	"topics have replication factor 3, every write is acks=all. MB/s is the source's log bytes of one topic\n" +
+	"per second (the same bytes for every contender, so the ratios of MB/s and of records/s are equal); CPU s\n" +
+	"is the contender's own processes (the three sidecars, the MM2 JVM, kcat), the brokers' CPU has a column\n" +
+	"of its own; peak RSS is per process (VmHWM, reset before each contender). The limit's producer\n" +
+	"compresses the records itself, on the same cores as the brokers; the mirrors copy the source's\n" +
+	"compressed batches. Latency p50 / p99 is the probe's ([Latency probe](#latency-probe)). The rest of\n" +
+	"this section is written by `make bench` (`-doc docs/performance.md`) from its last run.\n\n"
 
 // writeDoc replaces the Benchmark section of the Markdown file at path (or
 // appends one) with the run's tables.
