@@ -143,8 +143,8 @@ func (w *workloadResult) Table() string {
 		fmt.Fprintf(&b, "\nMM2 used %.1fx the CPU per GB of the three sidecars together.\n", mm.CPUSecondsPerGB/sm.CPUSecondsPerGB)
 	}
 	if w.LatencyRatio > 0 {
-		fmt.Fprintf(&b, "\nThrough the %v link sidemirror reached %.2f of its records/s through the same proxies without the latency (the target is at least 0.80).\n",
-			w.Workload.Latency, w.LatencyRatio)
+		fmt.Fprintf(&b, "\nThrough the %d ms link sidemirror reached %.2f of its records/s through the same proxies without the latency (the target is at least 0.80).\n",
+			w.Workload.Latency.Milliseconds(), w.LatencyRatio)
 	}
 	var probes []string
 	for _, r := range w.Results {

@@ -156,7 +156,7 @@ func TestLatencyInTable(t *testing.T) {
 		t.Errorf("latency ratio %v, want 0.8", w.LatencyRatio)
 	}
 	table := w.Table()
-	for _, s := range []string{"| 104 / 132 |", "sidemirror reached 0.80 of its records/s", "p50 104.2 ms, p99 131.6 ms",
+	for _, s := range []string{"| 104 / 132 |", "Through the 50 ms link sidemirror reached 0.80 of its records/s", "p50 104.2 ms, p99 131.6 ms",
 		"| sidemirror, no added latency | 1.00 |"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("the table has no %q:\n%s", s, table)

@@ -308,11 +308,11 @@ func (r *scaleResult) Markdown() string {
 		thousands(int64(o.Partitions)), thousands(r.SourceRecordsTotal), r.DrainSeconds, r.DrainFirstSeconds)
 	fmt.Fprintf(&b, "| peak RSS of the sidecar over the run | %d MiB | < %d MiB | %s |\n", r.PeakRSSMiB, scaleRSSTargetMiB, check(r.PeakRSSMiB < scaleRSSTargetMiB))
 	fmt.Fprintf(&b, "| highest `sidemirror_buffer_memory_used_bytes` sampled | %.1f MiB | - | - |\n", r.BufferPeakMiB)
-	fmt.Fprintf(&b, "| first record of %s freshly started partitions, from `--start` | %.2f s (every one of them: %.2f s) | < %v | %s |\n",
-		thousands(int64(o.Fresh)), r.FreshFirstSeconds, r.FreshAllSeconds, scaleStartTarget, check(r.FreshFirstSeconds < scaleStartTarget.Seconds()))
-	fmt.Fprintf(&b, "| `--stop` of %s partitions returned | %.2f s (sidecar no longer driving them: %.2f s; it drove %s, then %s) | < %v | %s |\n",
+	fmt.Fprintf(&b, "| first record of %s freshly started partitions, from `--start` | %.2f s (every one of them: %.2f s) | < %.0f s | %s |\n",
+		thousands(int64(o.Fresh)), r.FreshFirstSeconds, r.FreshAllSeconds, scaleStartTarget.Seconds(), check(r.FreshFirstSeconds < scaleStartTarget.Seconds()))
+	fmt.Fprintf(&b, "| `--stop` of %s partitions returned | %.2f s (sidecar no longer driving them: %.2f s; it drove %s, then %s) | < %.0f s | %s |\n",
 		thousands(int64(o.Stop)), r.StopSeconds, r.StopDrivenSeconds, thousands(int64(r.DrivenBeforeStop)), thousands(int64(r.DrivenAfterStop)),
-		scaleStopTarget, check(r.StopSeconds < scaleStopTarget.Seconds()))
+		scaleStopTarget.Seconds(), check(r.StopSeconds < scaleStopTarget.Seconds()))
 	fmt.Fprintf(&b, "| CPU s of the sidecar / of the destination broker, whole run | %.1f / %.1f | - | - |\n", r.CPUSeconds, r.BrokerCPUSeconds)
 	return b.String()
 }
