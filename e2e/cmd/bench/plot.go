@@ -48,24 +48,32 @@ func throughputPlot(r *report) (*plot.Plot, error) {
 	if len(present) == 0 {
 		return nil, errors.New("no measurement to plot")
 	}
-	// About 132 points per workload (throughputPNG): bars fill 90 of them.
+	// About 132 points per workload (throughputPNG): the bars of a
+	// workload's contenders fill 90 of them, centred on its tick.
 	width := vg.Points(float64(90) / float64(len(present)))
-	for i, c := range present {
-		values := make(plotter.Values, len(r.Workloads))
-		for j, w := range r.Workloads {
+	legend := map[string]bool{}
+	for j, w := range r.Workloads {
+		var here []*measurement
+		for _, c := range present {
 			if m := w.find(c); m != nil {
-				values[j] = m.RecordsPerSecond
+				here = append(here, m)
 			}
 		}
-		bars, err := plotter.NewBarChart(values, width)
-		if err != nil {
-			return nil, err
+		for i, m := range here {
+			bar, err := plotter.NewBarChart(plotter.Values{m.RecordsPerSecond}, width)
+			if err != nil {
+				return nil, err
+			}
+			bar.XMin = float64(j)
+			bar.Color = contenderColor[m.Contender]
+			bar.LineStyle.Width = 0
+			bar.Offset = width * vg.Length(float64(i)-float64(len(here)-1)/2)
+			p.Add(bar)
+			if !legend[m.Contender] {
+				legend[m.Contender] = true
+				p.Legend.Add(contenderTitle[m.Contender], bar)
+			}
 		}
-		bars.Color = contenderColor[c]
-		bars.LineStyle.Width = 0
-		bars.Offset = width * vg.Length(float64(i)-float64(len(present)-1)/2)
-		p.Add(bars)
-		p.Legend.Add(contenderTitle[c], bars)
 	}
 	p.NominalX(names...)
 	p.Add(plotter.NewGrid())
@@ -82,7 +90,7 @@ func lagPlots(r *report) ([]*plot.Plot, error) {
 		p.Title.Text = "lag while draining: " + w.Workload.Name
 		p.X.Label.Text = "seconds since the mirror's start"
 		p.Y.Label.Text = "records behind"
-		p.Y.Min = 0
+		p.X.Min, p.Y.Min = 0, 0
 		p.Legend.Top = true
 		lines := 0
 		for _, c := range contenderOrder {
