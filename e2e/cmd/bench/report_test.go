@@ -114,11 +114,11 @@ func TestThroughputPNG(t *testing.T) {
 }
 
 func TestLagPNG(t *testing.T) {
-	lag := []lagPoint{{0, 1000}, {1, 600}, {2, 0}}
+	lag := []lagPoint{{0.5, 1000}, {1, 600}, {2, 0}} // neither starts at 0 s: the axis does
 	a := &workloadResult{Records: 1000, SourceBytes: 1e6, Workload: workload{Name: "lz4"}}
 	a.add(&measurement{Contender: limitName, Seconds: 1})
 	a.add(&measurement{Contender: sidemirrorName, Seconds: 2, Lag: lag})
-	a.add(&measurement{Contender: mm2Name, Seconds: 4, Lag: []lagPoint{{0, 1000}, {3, 1000}, {4, 0}}})
+	a.add(&measurement{Contender: mm2Name, Seconds: 4, Lag: []lagPoint{{0.3, 1000}, {3, 1000}, {4, 0}}})
 	b := &workloadResult{Records: 1000, SourceBytes: 1e6, Workload: workload{Name: "small"}}
 	b.add(&measurement{Contender: limitName, Seconds: 1}) // no mirror: no chart
 	r := &report{Workloads: []*workloadResult{a, b}}
@@ -129,8 +129,8 @@ func TestLagPNG(t *testing.T) {
 	if len(plots) != 1 {
 		t.Fatalf("%d charts, want 1 (the workload without mirrors has none)", len(plots))
 	}
-	if plots[0].X.Max != 4 || plots[0].Y.Max < 1000 {
-		t.Errorf("axes end at %v s and %v records, want 4 and at least 1000", plots[0].X.Max, plots[0].Y.Max)
+	if plots[0].X.Min != 0 || plots[0].X.Max != 4 || plots[0].Y.Max < 1000 {
+		t.Errorf("x from %v to %v s, y to %v records; want 0 to 4 and at least 1000", plots[0].X.Min, plots[0].X.Max, plots[0].Y.Max)
 	}
 	data, err := lagPNG(r)
 	if err != nil {
@@ -176,5 +176,45 @@ func TestPercentile(t *testing.T) {
 	}
 	if percentile(nil, 0.5) != 0 {
 		t.Error("percentile of nothing is not 0")
+	}
+}
+
+func TestSelectedWorkloads(t *testing.T) {
+	all := workloads(6, 2000, 500)
+	for _, name := range workloadOrder {
+		if w, ok := all[name]; !ok || w.Name != name || w.Description == "" {
+			t.Errorf("workload %q: %+v", name, w)
+		}
+	}
+	if len(all) != len(workloadOrder) {
+		t.Errorf("%d workloads, %d in the order", len(all), len(workloadOrder))
+	}
+	if w := all["txn"]; !w.Transactional || w.Latency != 0 {
+		t.Errorf("txn: %+v", w)
+	}
+	if w := all["compacted"]; !w.Compacted || *w.topicConfigs(true)["cleanup.policy"] != "compact" || w.topicConfigs(false)["segment.bytes"] != nil {
+		t.Errorf("compacted: %+v, source configs %v", w, w.topicConfigs(true))
+	}
+	if w := all["latency50ms"]; w.Latency != 50*time.Millisecond || w.topicConfigs(true) != nil {
+		t.Errorf("latency50ms: %+v", w)
+	}
+	good := options{Records: 10, ValueBytes: 5, Partitions: 1, ManyPartitions: 2, Workloads: strings.Join(workloadOrder, ","),
+		ProbeWorkloads: "lz4,latency50ms", ProbeDuration: 5 * time.Second, Contenders: "limit,mm2"}
+	if ws, err := good.selected(); err != nil || len(ws) != len(workloadOrder) {
+		t.Fatalf("selected: %d workloads, %v", len(ws), err)
+	}
+	for name, o := range map[string]options{
+		"unknown workload":       func() options { o := good; o.Workloads = "lz4,wan"; return o }(),
+		"unknown probe workload": func() options { o := good; o.ProbeWorkloads = "lz5"; return o }(),
+		"probe too short":        func() options { o := good; o.ProbeDuration = probeLead; return o }(),
+	} {
+		if _, err := o.selected(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	o := good
+	o.ProbeWorkloads = ""
+	if _, err := o.selected(); err != nil {
+		t.Errorf("no probe: %v", err)
 	}
 }
