@@ -66,6 +66,8 @@ type workloadResult struct {
 	// LatencyRatio (latency workloads): sidemirror's records/s through the
 	// latency over its records/s through the same proxies without it.
 	LatencyRatio float64 `json:"latencyRatio,omitempty"`
+	// Note is a sentence on the workload's preparation (the compaction).
+	Note string `json:"note,omitempty"`
 }
 
 // report is a whole run.
@@ -141,6 +143,9 @@ func (w *workloadResult) Table() string {
 	}
 	if sm, mm := w.find(sidemirrorName), w.find(mm2Name); sm != nil && mm != nil && sm.CPUSecondsPerGB > 0 {
 		fmt.Fprintf(&b, "\nMM2 used %.1fx the CPU per GB of the three sidecars together.\n", mm.CPUSecondsPerGB/sm.CPUSecondsPerGB)
+	}
+	if w.Note != "" {
+		fmt.Fprintf(&b, "\n%s\n", w.Note)
 	}
 	if w.LatencyRatio > 0 {
 		fmt.Fprintf(&b, "\nThrough the %d ms link sidemirror reached %.2f of its records/s through the same proxies without the latency (the target is at least 0.80).\n",
