@@ -524,7 +524,14 @@ func (b *bed) limit(ctx context.Context, w workload, topic string) (*measurement
 		return nil, err
 	}
 	file := filepath.Join(b.env.Dir, w.Name+".records")
-	if err := writeRecordFile(file, n, b.o.ValueBytes, w.Transactional); err != nil {
+	lines := n
+	if w.Transactional {
+		// ProducerPerformance holds its payload file in memory and picks
+		// a payload at random for every record: a sample of the values
+		// does, where a million of them would not fit its heap.
+		lines = min(n, perfPayloads)
+	}
+	if err := writeRecordFile(file, lines, b.o.ValueBytes, w.Transactional); err != nil {
 		return nil, err
 	}
 	defer os.Remove(file)
@@ -793,6 +800,9 @@ func (b *bed) kcat(ctx context.Context, w workload, topic, file string) (*measur
 	}
 	return m, nil
 }
+
+// perfPayloads is the most values ProducerPerformance's payload file holds.
+const perfPayloads = 10_000
 
 // perfSummary is the last line of ProducerPerformance's output.
 var perfSummary = regexp.MustCompile(`(?m)^(\d+) records sent, ([0-9.]+) records/sec`)
