@@ -7,6 +7,7 @@
 #               real Kafka: sidemirror beside MirrorMaker 2 and the destination's own
 #               ingest, per workload; writes docs/performance.md's Benchmark section
 #               (BENCH_ARGS, e.g. -records 200000 -workloads zstd,small)
+#   make bench-partitions  one sidecar with 10,000 partitions: RSS, start, stop
 #   make failover-compare  a consumer group's failover with sidemirror and with
 #               MirrorMaker 2: records re-read and skipped (docs/failover-compare.md)
 #   make release  release archives, .deb and .rpm packages in dist/ (reproducible)
@@ -23,7 +24,7 @@ LDFLAGS     := -X github.com/sidemirror/sidemirror/sidecar.Version=$(VERSION) -X
 UNIT_PKGS    = $$($(GO) list ./... | grep -v /e2e)
 E2E_TIMEOUT ?= 35m
 
-.PHONY: all generate setup build test test-unit test-tools e2e lint demo bench chaos failover-compare e2e-fail-check release clean
+.PHONY: all generate setup build test test-unit test-tools e2e lint demo bench bench-partitions chaos failover-compare e2e-fail-check release clean
 
 all: build generate
 
@@ -113,7 +114,12 @@ failover-compare: setup build
 # Measures, asserts nothing: see docs/operations.md#performance.
 bench: setup build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fetcher/
-	$(GO) run ./e2e/cmd/bench -doc docs/performance.md -plot docs/benchmark-throughput.svg $(BENCH_ARGS)
+	$(GO) run ./e2e/cmd/bench -doc docs/performance.md -plot docs/benchmark-throughput.png -lag-plot docs/benchmark-lag.png $(BENCH_ARGS)
+
+# One sidecar with 10,000 partitions led by its broker: peak RSS, first record
+# of 2,000 fresh partitions, --stop of 1,000 (docs/performance.md). Measures only.
+bench-partitions: setup build
+	$(GO) run ./e2e/cmd/bench -scale-partitions 10000 -doc docs/performance.md $(BENCH_ARGS)
 
 demo: setup build
 	$(GO) run ./e2e/cmd/demo $(if $(DEMO_DURATION),-duration $(DEMO_DURATION))

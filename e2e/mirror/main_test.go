@@ -18,6 +18,10 @@ func TestMain(m *testing.M) {
 	// their sync tested. Its clients are PLAINTEXT, hence User:ANONYMOUS, a
 	// super user: every client and sidecar keeps full access.
 	opts.Source.Authorizer = true
+	// Client quotas measured over 2 windows of 1 s instead of 11: the
+	// burst a new quota lets through, and its echo when it leaves the
+	// windows, last a second, not ten (TestSourceQuota).
+	opts.Source.BrokerConfig = map[string]string{"quota.window.num": "2", "quota.window.size.seconds": "1"}
 	opts.Sidecars = true
 	// SCRAM-SHA-512 on the destination's client listener besides PLAIN:
 	// the sidecars' authorizer probe logs in with a temporary SCRAM user,

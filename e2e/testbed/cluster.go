@@ -57,10 +57,11 @@ type ClusterOptions struct {
 	// bound to that host's address on the standard ports; otherwise nodes
 	// bind free loopback ports.
 	Hosts []*Host
-	// Proxied (with Hosts) gives every node a Proxy on the bed's gateway and
-	// a second client listener, REMOTE, that advertises the proxy's address:
-	// clients that bootstrap from RemoteBootstrap reach the node through the
-	// proxy, those that bootstrap from Bootstrap reach it directly.
+	// Proxied gives every node a Proxy (on the bed's gateway with Hosts, on
+	// a loopback port without) and a second client listener, REMOTE, that
+	// advertises the proxy's address: clients that bootstrap from
+	// RemoteBootstrap reach the node through the proxy, those that
+	// bootstrap from Bootstrap reach it directly.
 	Proxied bool
 	// LogDirTmpfsMB (with Hosts), if positive, puts every node's log.dirs
 	// (the metadata log included) on a tmpfs of its own of that many MiB,
@@ -104,6 +105,9 @@ type Cluster struct {
 	id    string // Kafka cluster ID
 	dir   string
 	nodes []*Node
+	// ownProxies are the loopback bed's proxies (ClusterOptions.Proxied
+	// without Hosts), closed by Close; a Network closes its own.
+	ownProxies []*Proxy
 }
 
 // Node is one broker+controller process of a Cluster.
@@ -180,36 +184,43 @@ func (c *Cluster) placeNodes() error {
 	if o.Hosts != nil && len(o.Hosts) != o.Nodes {
 		return fmt.Errorf("testbed: %s: %d hosts for %d nodes", o.Name, len(o.Hosts), o.Nodes)
 	}
-	if o.Proxied && o.Hosts == nil {
-		return fmt.Errorf("testbed: %s: proxies need the nodes on hosts (ClusterOptions.Hosts)", o.Name)
-	}
 	if o.LogDirTmpfsMB > 0 && o.Hosts == nil {
 		return fmt.Errorf("testbed: %s: tmpfs log directories need the nodes on hosts (ClusterOptions.Hosts, the multi-host bed)", o.Name)
 	}
 	var ports []int
 	if o.Hosts == nil {
 		var err error
-		if ports, err = freePorts(2 * o.Nodes); err != nil {
+		if ports, err = freePorts(3 * o.Nodes); err != nil {
 			return err
 		}
 	}
 	for i := range o.Nodes {
 		n := &Node{ID: int32(i + 1), cluster: c}
 		if o.Hosts == nil {
-			n.BrokerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i]))
-			n.ControllerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1]))
+			n.BrokerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i]))
+			n.ControllerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+1]))
 		} else {
 			n.host = o.Hosts[i]
 			n.BrokerAddr = n.host.Addr(hostBrokerPort)
 			n.ControllerAddr = n.host.Addr(hostControllerPort)
 		}
 		n.RemoteAddr = n.BrokerAddr
-		if o.Proxied {
+		switch {
+		case o.Proxied && o.Hosts != nil:
 			p, err := n.host.net.NewProxy(n.host.Addr(hostRemotePort))
 			if err != nil {
 				return err
 			}
 			n.proxy, n.RemoteAddr = p, p.Addr()
+		case o.Proxied:
+			// The loopback bed: the REMOTE listener on a third free port,
+			// its proxy on another one; Close closes it.
+			p, err := NewProxy("127.0.0.1:0", net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i+2])))
+			if err != nil {
+				return err
+			}
+			n.proxy, n.RemoteAddr = p, p.Addr()
+			c.ownProxies = append(c.ownProxies, p)
 		}
 		c.nodes = append(c.nodes, n)
 	}
@@ -292,6 +303,15 @@ func (c *Cluster) Close() {
 		}()
 	}
 	wg.Wait()
+}
+
+// CloseProxies closes the loopback bed's node proxies (ClusterOptions.Proxied
+// without Hosts); Env.Close calls it after Close.
+func (c *Cluster) CloseProxies() {
+	for _, p := range c.ownProxies {
+		p.Close()
+	}
+	c.ownProxies = nil
 }
 
 // WaitReady waits until every running node answers Metadata listing all

@@ -163,6 +163,7 @@ func (e *Env) Close() {
 	for _, c := range e.Clusters() {
 		if c != nil {
 			c.Close()
+			c.CloseProxies()
 		}
 	}
 	if e.Net != nil {

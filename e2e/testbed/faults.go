@@ -346,7 +346,7 @@ func (e *Env) sourceProxies() ([]*Proxy, error) {
 	var ps []*Proxy
 	for _, n := range e.Source.Nodes() {
 		if n.proxy == nil {
-			return nil, errors.New("testbed: the source has no proxies: source faults need EnvOptions.MultiHost")
+			return nil, errors.New("testbed: the source has no proxies: source faults need EnvOptions.MultiHost or Source.Proxied")
 		}
 		ps = append(ps, n.proxy)
 	}

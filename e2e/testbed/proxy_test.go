@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -163,4 +164,53 @@ func TestProxy(t *testing.T) {
 			t.Fatal("a closed proxy accepts connections")
 		}
 	})
+}
+
+// TestLoopbackProxiedNodes: a loopback cluster (no hosts) with Proxied gives
+// every node a proxy on a loopback port of its own that forwards to the
+// node's REMOTE listener, which advertises the proxy; CloseProxies closes
+// them.
+func TestLoopbackProxiedNodes(t *testing.T) {
+	c := &Cluster{opts: ClusterOptions{Name: "src", Nodes: 2, Proxied: true}, dir: t.TempDir()}
+	if err := c.placeNodes(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, n := range c.Nodes() {
+		p := n.Proxy()
+		if p == nil {
+			t.Fatalf("node %d has no proxy", n.ID)
+		}
+		if n.RemoteAddr != p.Addr() || n.RemoteAddr == n.BrokerAddr {
+			t.Errorf("node %d: remote %s, proxy %s, broker %s", n.ID, n.RemoteAddr, p.Addr(), n.BrokerAddr)
+		}
+		for _, a := range []string{n.BrokerAddr, n.ControllerAddr, p.Upstream(), p.Addr()} {
+			if seen[a] {
+				t.Errorf("node %d: address %s used twice", n.ID, a)
+			}
+			seen[a] = true
+		}
+		n.dir = filepath.Join(c.dir, "node")
+		if err := n.writeConfig(); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(n.configPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"REMOTE://" + p.Upstream(), "REMOTE://" + p.Addr(), "REMOTE:PLAINTEXT"} {
+			if !bytes.Contains(data, []byte(want)) {
+				t.Errorf("node %d's config has no %s:\n%s", n.ID, want, data)
+			}
+		}
+	}
+	if got := c.RemoteBootstrap(); got == c.Bootstrap() {
+		t.Errorf("remote bootstrap %s is the direct one", got)
+	}
+	addr := c.Nodes()[0].Proxy().Addr()
+	c.CloseProxies()
+	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("the proxy at %s still accepts after CloseProxies", addr)
+	}
 }

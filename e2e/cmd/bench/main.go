@@ -2,14 +2,16 @@
 // side by side with MirrorMaker 2 and with the destination's own ingest of
 // the same records (the limit).
 //
-// It starts a 1-node source and a 3-node destination cluster with one
-// sidecar per destination broker, warms the destination up, and then runs
-// every workload (-workloads) with three contenders, each on topics of its
-// own holding the same records:
+// It starts a 1-node source (a proxy in front of its node) and a 3-node
+// destination cluster with one sidecar per destination broker, warms the
+// destination up, and then runs every workload (-workloads) with three
+// contenders, each on topics of its own holding the same records:
 //
 //   - limit: kcat writes the records straight to a destination topic
 //     (batch.size 128 KiB, linger 20 ms, the workload's codec, acks=all):
-//     what the destination ingests from a batching producer;
+//     what the destination ingests from a batching producer; for the
+//     transactional workload Kafka's ProducerPerformance with transactions
+//     of 100 ms (kcat writes none);
 //   - sidemirror: the three sidecars mirror a source topic holding the
 //     records (--start until the destination reaches the source's end
 //     offsets);
@@ -18,14 +20,28 @@
 //     producer batching by itself (batch.size 128 KiB, linger 20 ms); its
 //     time includes its start-up.
 //
+// The workloads: large batches with zstd and with lz4; one-record batches;
+// many partitions (-many-partitions); transactions (txnRecords per
+// transaction); a compacted topic (compacted on the source before the
+// mirrors start); and a 50 ms latency link, where the mirrors reach the
+// source through its node's proxy with 50 ms added each way, and sidemirror
+// is also measured through the proxy without the latency (the ratio is the
+// link's cost). After the workloads of -probe-workloads a latency probe
+// writes timestamped records at half of each mirror's measured rate and a
+// destination consumer measures their end-to-end latency (p50, p99).
+//
 // Destination topics have replication factor 3 and every write is acks=all.
 // It prints one table per workload: wall time, MB/s and records/s, the
 // contender's CPU seconds and CPU seconds per GB, its peak RSS, the
-// destination brokers' CPU seconds, and the ratios of records/s to the
-// limit's and to MM2's. -doc writes the tables into the "Benchmark"
-// section of docs/performance.md.
+// destination brokers' CPU seconds, the ratios of records/s to the limit's
+// and to MM2's, and the probe's latency. -doc writes the tables into the
+// "Benchmark" section of docs/performance.md, -plot and -lag-plot PNG
+// charts of records/s and of each mirror's lag over time.
 //
-//	go run ./e2e/cmd/bench -records 1000000 -workloads zstd,lz4,small
+//	go run ./e2e/cmd/bench -records 1000000
+//
+// -scale-partitions N measures instead one sidecar beside a 1-node
+// destination with N partitions (scale.go; make bench-partitions).
 //
 // Everything runs on one machine (four brokers, three sidecars, MM2, kcat),
 // so compare contenders of one run, not runs of different machines.
@@ -33,8 +49,10 @@
 // Files:
 //
 //	main.go    flags, the test bed, the workloads and the three contenders
+//	probe.go   the end-to-end latency probe
+//	scale.go   the many-partitions run on one sidecar (-scale-partitions)
 //	report.go  the tables, the ratios and the docs/performance.md section
-//	plot.go    the SVG chart of records/s per workload and contender
+//	plot.go    the PNG charts (gonum/plot): records/s, lag over time
 package main
 
 import (
@@ -49,6 +67,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -62,7 +81,13 @@ import (
 	"github.com/sidemirror/sidemirror/e2e/testbed"
 )
 
-const mirror = "bench"
+// The mirrors: bench reaches the source directly, benchWAN through the
+// source nodes' proxies (the latency workloads).
+const (
+	mirror    = "bench"
+	benchWAN  = "bench-wan"
+	probeLead = 2 * time.Second // probe records of the first seconds are not counted
+)
 
 // workload is one kind of source traffic.
 type workload struct {
@@ -73,7 +98,24 @@ type workload struct {
 	// BatchBytes and Linger are the source producer's batching.
 	BatchBytes int           `json:"batchBytes"`
 	Linger     time.Duration `json:"linger"`
+	// Transactional: the source producer writes transactions of
+	// txnRecords records per topic, and the limit is Kafka's
+	// ProducerPerformance with transactions.
+	Transactional bool `json:"transactional,omitempty"`
+	// Compacted: every topic has cleanup.policy=compact, and the source's
+	// log cleaner compacts the source topics before the contenders run.
+	Compacted bool `json:"compacted,omitempty"`
+	// Latency: the mirrors reach the source through the nodes' proxies,
+	// which add this latency in each direction.
+	Latency time.Duration `json:"latency,omitempty"`
 }
+
+// txnRecords is the number of records of each source transaction per topic.
+const txnRecords = 1000
+
+// compactSegmentBytes is the source segment size of the compacted
+// workload: small, so that the log cleaner has closed segments to compact.
+const compactSegmentBytes = 1 << 20
 
 // workloads returns the named workloads for records of about valueBytes.
 func workloads(partitions, many, valueBytes int) map[string]workload {
@@ -83,9 +125,21 @@ func workloads(partitions, many, valueBytes int) map[string]workload {
 	}
 	// Room for one record and not two: about one record per batch.
 	one := valueBytes*3/2 + 100
+	txn := large("lz4")
+	txn.Name, txn.Transactional = "txn", true
+	txn.Description = fmt.Sprintf("transactions (%s records per transaction and topic), large batches, lz4", thousands(txnRecords))
+	compacted := large("lz4")
+	compacted.Name, compacted.Compacted = "compacted", true
+	compacted.Description = "compacted topic (cleanup.policy=compact, 100,000 keys, compacted on the source first), large batches, lz4"
+	wan := large("lz4")
+	wan.Name, wan.Latency = "latency50ms", 50*time.Millisecond
+	wan.Description = "a 50 ms latency link to the source (each direction), large batches, lz4"
 	return map[string]workload{
-		"zstd": large("zstd"),
-		"lz4":  large("lz4"),
+		"zstd":        large("zstd"),
+		"lz4":         large("lz4"),
+		"txn":         txn,
+		"compacted":   compacted,
+		"latency50ms": wan,
 		"small": {Name: "small", Description: fmt.Sprintf("one-record batches (batch.size %d, linger 0), lz4", one),
 			Codec: "lz4", Partitions: partitions, BatchBytes: one},
 		"partitions": {Name: "partitions", Description: fmt.Sprintf("%d partitions, large batches, lz4", many),
@@ -93,7 +147,7 @@ func workloads(partitions, many, valueBytes int) map[string]workload {
 	}
 }
 
-var workloadOrder = []string{"zstd", "lz4", "small", "partitions"}
+var workloadOrder = []string{"zstd", "lz4", "small", "partitions", "txn", "compacted", "latency50ms"}
 
 var codecs = map[string]kgo.CompressionCodec{
 	"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
@@ -109,6 +163,10 @@ type options struct {
 	Workloads      string `json:"workloads"`
 	WarmupRecords  int    `json:"warmupRecords"`
 	Contenders     string `json:"contenders"`
+	// ProbeWorkloads are the workloads after which the latency probe runs
+	// for each mirror, ProbeDuration how long it writes.
+	ProbeWorkloads string        `json:"probeWorkloads"`
+	ProbeDuration  time.Duration `json:"probeDuration"`
 }
 
 func main() {
@@ -120,11 +178,24 @@ func main() {
 	flag.StringVar(&o.Workloads, "workloads", strings.Join(workloadOrder, ","), "comma-separated workloads: "+strings.Join(workloadOrder, ", "))
 	flag.StringVar(&o.Contenders, "contenders", "limit,sidemirror,mm2", "comma-separated contenders: limit, sidemirror, mm2")
 	flag.IntVar(&o.WarmupRecords, "warmup-records", 200_000, "records written to the destination before measuring")
+	flag.StringVar(&o.ProbeWorkloads, "probe-workloads", "lz4,latency50ms", "comma-separated workloads after which a probe measures each mirror's end-to-end latency at half its measured records/s (empty: none)")
+	flag.DurationVar(&o.ProbeDuration, "probe-duration", 20*time.Second, "how long the latency probe writes")
 	doc := flag.String("doc", "", "write the tables into the Benchmark section of this Markdown file (docs/performance.md)")
-	plot := flag.String("plot", "", "write an SVG chart of records/s per workload per contender to this file (linked from -doc when beside it)")
+	plot := flag.String("plot", "", "write a PNG chart of records/s per workload per contender to this file (linked from -doc when beside it)")
+	lagPlot := flag.String("lag-plot", "", "write a PNG chart of each mirror's lag over time during each workload's backlog drain to this file (linked from -doc when beside it)")
 	note := flag.String("note", "", "a sentence on the run's conditions, written after the run's description in -doc")
 	asJSON := flag.Bool("json", false, "print the results as one JSON line")
+	var so scaleOptions
+	flag.IntVar(&so.Partitions, "scale-partitions", 0, "instead of the workloads: one sidecar beside a 1-node destination mirrors a backlog of this many partitions (make bench-partitions: 10000)")
+	flag.IntVar(&so.Fresh, "scale-fresh", 2000, "with -scale-partitions: partitions started once the others mirror, timed to their first record")
+	flag.IntVar(&so.Stop, "scale-stop", 1000, "with -scale-partitions: partitions of the backlog stopped at the end, timed")
+	flag.IntVar(&so.Records, "scale-records", 20, "with -scale-partitions: records of the backlog per partition")
 	flag.Parse()
+	if so.Partitions > 0 {
+		so.ValueBytes = o.ValueBytes
+		mainScale(so, *doc, *note, *asJSON)
+		return
+	}
 	wls, err := o.selected()
 	if err == nil {
 		_, err = o.contenders()
@@ -147,14 +218,22 @@ func main() {
 	} else {
 		fmt.Print(rep.Markdown())
 	}
-	if *plot != "" {
-		if err := writePlot(*plot, rep); err != nil {
+	for _, pl := range []struct {
+		path  string
+		write func(string, *report) error
+		link  *string
+	}{{*plot, writeThroughputPNG, &rep.Plot}, {*lagPlot, writeLagPNG, &rep.LagPlot}} {
+		if pl.path == "" {
+			continue
+		}
+		if err := pl.write(pl.path, rep); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
+		say("wrote " + pl.path)
 		if *doc != "" {
-			if rel, err := filepath.Rel(filepath.Dir(*doc), *plot); err == nil && !strings.HasPrefix(rel, "..") {
-				rep.Plot = rel
+			if rel, err := filepath.Rel(filepath.Dir(*doc), pl.path); err == nil && !strings.HasPrefix(rel, "..") {
+				*pl.link = rel
 			}
 		}
 	}
@@ -167,12 +246,43 @@ func main() {
 	}
 }
 
+// mainScale runs the many-partitions measurement (-scale-partitions)
+// and writes its section of doc.
+func mainScale(so scaleOptions, doc, note string, asJSON bool) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := runScale(ctx, so, say)
+	if err != nil {
+		testbed.KillAll()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	res.Note = note
+	if asJSON {
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+	} else {
+		fmt.Print(res.Markdown())
+	}
+	if doc != "" {
+		if err := writeScaleDoc(doc, res); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		say("wrote the " + strings.TrimPrefix(scaleHeading, "## ") + " section of " + doc)
+	}
+}
+
 // selected returns the workloads the flags name, in their order.
 func (o options) selected() ([]workload, error) {
-	if o.Records < 1 || o.Partitions < 1 || o.ManyPartitions < 1 || o.ValueBytes < 1 || o.WarmupRecords < 0 {
-		return nil, errors.New("-records, -partitions, -many-partitions and -value-bytes must be positive, -warmup-records not negative")
+	if o.Records < 1 || o.Partitions < 1 || o.ManyPartitions < 1 || o.ValueBytes < 1 || o.WarmupRecords < 0 || o.ProbeDuration <= probeLead {
+		return nil, fmt.Errorf("-records, -partitions, -many-partitions and -value-bytes must be positive, -warmup-records not negative, -probe-duration longer than %v", probeLead)
 	}
 	all := workloads(o.Partitions, o.ManyPartitions, o.ValueBytes)
+	for name := range strings.SplitSeq(o.ProbeWorkloads, ",") {
+		if name = strings.TrimSpace(name); name != "" && all[name].Name == "" {
+			return nil, fmt.Errorf("-probe-workloads: %q is not one of %s", name, strings.Join(workloadOrder, ", "))
+		}
+	}
 	var out []workload
 	for name := range strings.SplitSeq(o.Workloads, ",") {
 		name = strings.TrimSpace(name)
@@ -213,6 +323,9 @@ func run(ctx context.Context, o options, wls []workload) (*report, error) {
 		return nil, errors.New("kcat not found on PATH: it measures the limit (apt-get install kcat), or leave limit out of -contenders")
 	}
 	opts := testbed.DefaultEnvOptions()
+	// A proxy in front of every source node (idle but for the latency
+	// workloads, whose mirrors reach the source through them).
+	opts.Source.Proxied = true
 	opts.Sidecars = true
 	opts.SidecarConfig = map[string]string{"readonly.allow.everyone.if.no.acl.found": "true", "log.level": "info"}
 	env, err := testbed.StartEnv(ctx, opts, say)
@@ -227,12 +340,14 @@ func run(ctx context.Context, o options, wls []workload) (*report, error) {
 			return nil, err
 		}
 	}
-	mcfg := filepath.Join(env.Dir, "mirror.properties")
-	if err := os.WriteFile(mcfg, []byte("bootstrap.servers="+env.Source.Bootstrap()+"\nmirror.topic.replication.factor=3\n"), 0o600); err != nil {
-		return nil, err
-	}
-	if err := b.cli(ctx, "--create", "--mirror", mirror, "--mirror-config", mcfg); err != nil {
-		return nil, err
+	for name, bootstrap := range map[string]string{mirror: env.Source.Bootstrap(), benchWAN: env.Source.RemoteBootstrap()} {
+		mcfg := filepath.Join(env.Dir, name+".properties")
+		if err := os.WriteFile(mcfg, []byte("bootstrap.servers="+bootstrap+"\nmirror.topic.replication.factor=3\n"), 0o600); err != nil {
+			return nil, err
+		}
+		if err := b.cli(ctx, "--create", "--mirror", name, "--mirror-config", mcfg); err != nil {
+			return nil, err
+		}
 	}
 	rep := &report{Options: o, Host: describeHost(), KafkaVersion: env.Dist.Version, Date: time.Now().UTC().Format("2006-01-02")}
 	if o.WarmupRecords > 0 {
@@ -258,65 +373,102 @@ func (b *bed) warmUp(ctx context.Context) error {
 	w := workloads(b.o.Partitions, b.o.ManyPartitions, b.o.ValueBytes)["lz4"]
 	say(fmt.Sprintf("warming the destination up with %d records", b.o.WarmupRecords))
 	file := filepath.Join(b.env.Dir, "warmup.records")
-	if err := writeRecordFile(file, b.o.WarmupRecords, b.o.ValueBytes); err != nil {
+	if err := writeRecordFile(file, b.o.WarmupRecords, b.o.ValueBytes, false); err != nil {
 		return err
 	}
 	defer os.Remove(file)
-	if err := createTopic(ctx, b.env.Destination, "bench-warmup", w.Partitions, 3); err != nil {
+	if err := createTopic(ctx, b.env.Destination, "bench-warmup", w.Partitions, 3, nil); err != nil {
 		return err
 	}
 	_, err := b.kcat(ctx, w, "bench-warmup", file)
 	return err
 }
 
-// workload runs the contenders on one workload.
+// workload runs the contenders on one workload: it writes the records to
+// a source topic per mirror contender, then measures each contender, then
+// runs the latency probe for each mirror if the workload is one of
+// -probe-workloads.
 func (b *bed) workload(ctx context.Context, w workload, contenders []string) (*workloadResult, error) {
 	n := b.o.Records
-	smTopic, mmTopic, limitTopic := "bench-"+w.Name+"-sidemirror", "bench-"+w.Name+"-mm2", "bench-"+w.Name+"-limit"
-	for _, t := range []string{smTopic, mmTopic} {
-		if err := createTopic(ctx, b.env.Source, t, w.Partitions, 1); err != nil {
+	topic := func(c string) string { return "bench-" + w.Name + "-" + c }
+	// A latency workload also measures sidemirror through the same proxies
+	// without the latency: the ratio of the two is the link's cost.
+	if w.Latency > 0 && slices.Contains(contenders, sidemirrorName) {
+		i := slices.Index(contenders, sidemirrorName)
+		contenders = slices.Insert(slices.Clone(contenders), i, sidemirrorNoLatencyName)
+	}
+	var sources []string
+	for _, c := range contenders {
+		if c != limitName {
+			sources = append(sources, topic(c))
+		}
+	}
+	for _, t := range sources {
+		if err := createTopic(ctx, b.env.Source, t, w.Partitions, 1, w.topicConfigs(true)); err != nil {
 			return nil, err
 		}
 	}
-	if err := b.writeSource(ctx, w, smTopic, mmTopic); err != nil {
-		return nil, err
-	}
-	want, err := b.env.Source.EndOffsets(ctx, smTopic)
-	if err != nil {
-		return nil, err
+	if len(sources) > 0 {
+		if err := b.writeSource(ctx, w, sources...); err != nil {
+			return nil, err
+		}
 	}
 	res := &workloadResult{Workload: w, Records: n, ValueBytes: b.o.ValueBytes}
-	// The same records on both source topics, written the same way: one
+	if w.Compacted && len(sources) > 0 {
+		var err error
+		if res.Note, err = b.waitCompacted(ctx, w, sources); err != nil {
+			return nil, err
+		}
+	}
+	// The same records on every source topic, written the same way: one
 	// byte count for every contender (the source's log bytes of one topic).
-	if res.SourceBytes, err = topicBytes(ctx, b.env.Source, smTopic); err != nil {
-		return nil, err
+	if len(sources) > 0 {
+		var err error
+		if res.SourceBytes, err = topicBytes(ctx, b.env.Source, sources[0]); err != nil {
+			return nil, err
+		}
+	}
+	if w.Latency > 0 {
+		defer b.env.SetSourceLatency(0)
 	}
 	for _, c := range contenders {
 		var m *measurement
+		var err error
 		switch c {
 		case limitName:
-			if err := createTopic(ctx, b.env.Destination, limitTopic, w.Partitions, 3); err != nil {
-				return nil, err
-			}
-			file := filepath.Join(b.env.Dir, w.Name+".records")
-			if err := writeRecordFile(file, n, b.o.ValueBytes); err != nil {
-				return nil, err
-			}
-			say(fmt.Sprintf("%s: limit (kcat to the destination)", w.Name))
-			m, err = b.kcat(ctx, w, limitTopic, file)
-			os.Remove(file)
-			if err == nil {
-				var got map[int32]int64
-				if got, err = b.env.Destination.EndOffsets(ctx, limitTopic); err == nil && sum(got) != int64(n) {
-					err = fmt.Errorf("kcat wrote %d records to %s, want %d", sum(got), limitTopic, n)
+			m, err = b.limit(ctx, w, topic(c))
+		case sidemirrorName, sidemirrorNoLatencyName:
+			name := mirror
+			if w.Latency > 0 {
+				name = benchWAN
+				lat := w.Latency
+				if c == sidemirrorNoLatencyName {
+					lat = 0
+				}
+				if err := b.env.SetSourceLatency(lat); err != nil {
+					return nil, err
 				}
 			}
-		case sidemirrorName:
-			say(fmt.Sprintf("%s: sidemirror", w.Name))
-			m, err = b.sidemirror(ctx, smTopic, want)
+			say(fmt.Sprintf("%s: %s", w.Name, contenderTitle[c]))
+			var want map[int32]int64
+			if want, err = b.env.Source.EndOffsets(ctx, topic(c)); err == nil {
+				m, err = b.sidemirror(ctx, name, topic(c), want)
+			}
 		case mm2Name:
+			if err := b.env.SetSourceLatency(w.Latency); err != nil && w.Latency > 0 {
+				return nil, err
+			}
 			say(fmt.Sprintf("%s: MirrorMaker 2", w.Name))
-			m, err = b.mirrorMaker(ctx, w, mmTopic, int64(n))
+			// MM2 copies records, not offsets: what it must write is the
+			// records its source topic holds (fewer than were written once
+			// compacted; no transaction markers).
+			records := int64(n)
+			if w.Compacted {
+				if records, err = countRecords(ctx, b.env.Source, topic(c)); err != nil {
+					return nil, err
+				}
+			}
+			m, err = b.mirrorMaker(ctx, w, topic(c), records)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c, err)
@@ -324,24 +476,215 @@ func (b *bed) workload(ctx context.Context, w workload, contenders []string) (*w
 		m.Contender = c
 		res.add(m)
 	}
+	if b.probes(w) {
+		for _, c := range contenders {
+			if c != sidemirrorName && c != mm2Name {
+				continue
+			}
+			m := res.find(c)
+			if err := b.probe(ctx, w, c, m); err != nil {
+				return nil, fmt.Errorf("latency probe of %s: %w", c, err)
+			}
+		}
+	}
 	return res, nil
 }
 
-// writeSource writes the workload's records to both source topics, each
-// record to one and then the other, with the workload's batching.
+// probes reports whether the latency probe runs after w.
+func (b *bed) probes(w workload) bool {
+	for name := range strings.SplitSeq(b.o.ProbeWorkloads, ",") {
+		if strings.TrimSpace(name) == w.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// topicConfigs returns the configs of the workload's topics: compaction
+// for the compacted workload (with small segments on the source, so that
+// its cleaner has closed segments to compact).
+func (w workload) topicConfigs(source bool) map[string]*string {
+	if !w.Compacted {
+		return nil
+	}
+	cfg := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	if source {
+		cfg["segment.bytes"] = kadm.StringPtr(strconv.Itoa(compactSegmentBytes))
+		cfg["min.cleanable.dirty.ratio"] = kadm.StringPtr("0.01")
+	}
+	return cfg
+}
+
+// limit measures the destination's own ingest of the workload's records:
+// kcat, or for transactions Kafka's ProducerPerformance (kcat writes no
+// transactions).
+func (b *bed) limit(ctx context.Context, w workload, topic string) (*measurement, error) {
+	n := b.o.Records
+	if err := createTopic(ctx, b.env.Destination, topic, w.Partitions, 3, w.topicConfigs(false)); err != nil {
+		return nil, err
+	}
+	file := filepath.Join(b.env.Dir, w.Name+".records")
+	lines := n
+	if w.Transactional {
+		// ProducerPerformance holds its payload file in memory and picks
+		// a payload at random for every record: a sample of the values
+		// does, where a million of them would not fit its heap.
+		lines = min(n, perfPayloads)
+	}
+	if err := writeRecordFile(file, lines, b.o.ValueBytes, w.Transactional); err != nil {
+		return nil, err
+	}
+	defer os.Remove(file)
+	var m *measurement
+	var err error
+	if w.Transactional {
+		say(fmt.Sprintf("%s: limit (ProducerPerformance with transactions to the destination)", w.Name))
+		m, err = b.producerPerformance(ctx, w, topic, file)
+	} else {
+		say(fmt.Sprintf("%s: limit (kcat to the destination)", w.Name))
+		m, err = b.kcat(ctx, w, topic, file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	got, err := b.env.Destination.EndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	// Transactions add a marker per partition and transaction.
+	if sum(got) < int64(n) || (!w.Transactional && sum(got) != int64(n)) {
+		return nil, fmt.Errorf("the limit wrote %d offsets to %s, want %d records", sum(got), topic, n)
+	}
+	return m, nil
+}
+
+// waitCompacted waits until the source's log cleaner compacted every one
+// of topics: their log bytes dropped and then held still for three polls
+// (at most 5 minutes a topic, then it warns and goes on). A topic whose
+// partitions hold two segments or less each has no closed segment worth
+// cleaning and is not waited for. It returns a sentence on what the
+// cleaner did, for the workload's table.
+func (b *bed) waitCompacted(ctx context.Context, w workload, topics []string) (string, error) {
+	var done []string
+	for _, t := range topics {
+		first, err := topicBytes(ctx, b.env.Source, t)
+		if err != nil {
+			return "", err
+		}
+		if first/int64(w.Partitions) <= 2*compactSegmentBytes {
+			say(fmt.Sprintf("%s: %s holds %d bytes in %d partitions, too few to compact; mirrored as written", w.Name, t, first, w.Partitions))
+			done = append(done, fmt.Sprintf("%s: %.1f MB, too few to compact (two segments or less a partition), mirrored as written", t, float64(first)/1e6))
+			continue
+		}
+		say(fmt.Sprintf("%s: waiting for the source's log cleaner to compact %s (%.1f MB)", w.Name, t, float64(first)/1e6))
+		last, still := first, 0
+		deadline := time.Now().Add(5 * time.Minute)
+		for last == first || still < 3 {
+			if time.Now().After(deadline) {
+				// The run goes on, and the table's note says so.
+				say(fmt.Sprintf("%s: WARNING: %s not compacted within 5 minutes (%d bytes, %d at first); mirrored as it is", w.Name, t, last, first))
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(2 * time.Second):
+			}
+			now, err := topicBytes(ctx, b.env.Source, t)
+			if err != nil {
+				return "", err
+			}
+			if now == last {
+				still++
+			} else {
+				still = 0
+			}
+			last = now
+		}
+		verb := "compacted"
+		if last == first {
+			verb = "NOT compacted within 5 minutes"
+		}
+		say(fmt.Sprintf("%s: %s %s: %.1f MB, %.1f MB at first", w.Name, t, verb, float64(last)/1e6, float64(first)/1e6))
+		done = append(done, fmt.Sprintf("%s %s from %.1f MB to %.1f MB", t, verb, float64(first)/1e6, float64(last)/1e6))
+	}
+	return "On the source before the mirrors started: " + strings.Join(done, "; ") + ".", nil
+}
+
+// countRecords counts the records of topic on c by reading it to its end
+// offsets.
+func countRecords(ctx context.Context, c *testbed.Cluster, topic string) (int64, error) {
+	ends, err := c.EndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	cl, err := c.NewClient(testbed.Admin, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	var n int64
+	pos := map[int32]int64{}
+	done := func() bool {
+		for p, e := range ends {
+			if e > 0 && pos[p] < e-1 {
+				return false
+			}
+		}
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for !done() {
+		fs := cl.PollFetches(cctx)
+		if err := cctx.Err(); err != nil {
+			return 0, fmt.Errorf("counting the records of %s: %w", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			pos[r.Partition] = r.Offset
+		})
+	}
+	return n, nil
+}
+
+// writeSource writes the workload's records to every one of the source
+// topics, each record to one after the other, with the workload's
+// batching; a transactional workload commits a transaction every
+// txnRecords records (of each topic).
 func (b *bed) writeSource(ctx context.Context, w workload, topics ...string) error {
-	cl, err := b.env.Source.NewClient(testbed.Admin,
-		kgo.ProducerBatchCompression(codecs[w.Codec]), kgo.ProducerLinger(w.Linger),
-		kgo.ProducerBatchMaxBytes(int32(w.BatchBytes)), kgo.MaxBufferedRecords(50_000))
+	opts := []kgo.Opt{kgo.ProducerBatchCompression(codecs[w.Codec]), kgo.ProducerLinger(w.Linger),
+		kgo.ProducerBatchMaxBytes(int32(w.BatchBytes)), kgo.MaxBufferedRecords(50_000)}
+	if w.Transactional {
+		opts = append(opts, kgo.TransactionalID("bench-source-"+w.Name), kgo.TransactionTimeout(time.Minute))
+	}
+	cl, err := b.env.Source.NewClient(testbed.Admin, opts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	endTxn := func() error {
+		if err := cl.Flush(ctx); err != nil {
+			return err
+		}
+		return cl.EndTransaction(ctx, kgo.TryCommit)
+	}
 	say(fmt.Sprintf("%s: writing %d records to each of %s on the source", w.Name, b.o.Records, strings.Join(topics, ", ")))
 	errc := make(chan error, 1)
 	began := time.Now()
 	gen := newGenerator(b.o.ValueBytes)
-	for range b.o.Records {
+	for i := range b.o.Records {
+		if w.Transactional && i%txnRecords == 0 {
+			if i > 0 {
+				if err := endTxn(); err != nil {
+					return fmt.Errorf("committing a source transaction: %w", err)
+				}
+			}
+			if err := cl.BeginTransaction(); err != nil {
+				return err
+			}
+		}
 		key, value := gen.next()
 		for _, t := range topics {
 			cl.Produce(ctx, &kgo.Record{Topic: t, Key: key, Value: value}, func(_ *kgo.Record, err error) {
@@ -354,7 +697,11 @@ func (b *bed) writeSource(ctx context.Context, w workload, topics ...string) err
 			})
 		}
 	}
-	if err := cl.Flush(ctx); err != nil {
+	if w.Transactional {
+		if err := endTxn(); err != nil {
+			return fmt.Errorf("committing a source transaction: %w", err)
+		}
+	} else if err := cl.Flush(ctx); err != nil {
 		return err
 	}
 	select {
@@ -397,8 +744,9 @@ func (g *generator) next() (key, value []byte) {
 }
 
 // writeRecordFile writes n records of the generator as kcat's input: one
-// record a line, key and value separated by a tab.
-func writeRecordFile(path string, n, valueBytes int) error {
+// record a line, key and value separated by a tab; valuesOnly leaves the
+// keys out (ProducerPerformance's --payload-file, which takes values).
+func writeRecordFile(path string, n, valueBytes int, valuesOnly bool) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -407,8 +755,10 @@ func writeRecordFile(path string, n, valueBytes int) error {
 	gen := newGenerator(valueBytes)
 	for range n {
 		k, v := gen.next()
-		w.Write(k)
-		w.WriteByte('\t')
+		if !valuesOnly {
+			w.Write(k)
+			w.WriteByte('\t')
+		}
 		w.Write(v)
 		w.WriteByte('\n')
 	}
@@ -451,9 +801,56 @@ func (b *bed) kcat(ctx context.Context, w workload, topic, file string) (*measur
 	return m, nil
 }
 
+// perfPayloads is the most values ProducerPerformance's payload file holds.
+const perfPayloads = 10_000
+
+// perfSummary is the last line of ProducerPerformance's output.
+var perfSummary = regexp.MustCompile(`(?m)^(\d+) records sent, ([0-9.]+) records/sec`)
+
+// producerPerformance writes the values of file to topic on the
+// destination with Kafka's ProducerPerformance in transactions of 100 ms,
+// batching as kcat does for the other workloads. Its time is the records
+// over the rate it reports (the JVM's start-up excluded; its CPU included).
+func (b *bed) producerPerformance(ctx context.Context, w workload, topic, file string) (*measurement, error) {
+	props := filepath.Join(b.env.Dir, "perf-producer.properties")
+	if err := b.env.Destination.WriteClientProperties(props, testbed.Admin); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "java", "-Xmx512m", "-cp", b.env.Dist.Classpath(), "org.apache.kafka.tools.ProducerPerformance",
+		"--topic", topic, "--num-records", strconv.Itoa(b.o.Records), "--throughput", "-1", "--payload-file", file,
+		"--producer.config", props, "--transactional-id", "bench-limit-"+w.Name, "--transaction-duration-ms", "100",
+		"--producer-props", "acks=all", "enable.idempotence=true", "compression.type="+w.Codec,
+		"batch.size=131072", "linger.ms=20", "buffer.memory=67108864")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	brokers0 := b.env.Destination.CPUSeconds()
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("ProducerPerformance: %w: %s", err, out.String())
+	}
+	wall := time.Since(start).Seconds()
+	all := perfSummary.FindAllStringSubmatch(out.String(), -1)
+	if len(all) == 0 {
+		return nil, fmt.Errorf("ProducerPerformance printed no summary: %s", out.String())
+	}
+	last := all[len(all)-1]
+	sent, _ := strconv.Atoi(last[1])
+	rate, _ := strconv.ParseFloat(last[2], 64)
+	if sent != b.o.Records || rate <= 0 {
+		return nil, fmt.Errorf("ProducerPerformance sent %d records at %v records/s, want %d: %s", sent, rate, b.o.Records, last[0])
+	}
+	m := &measurement{Seconds: float64(sent) / rate, BrokerCPUSeconds: b.env.Destination.CPUSeconds() - brokers0}
+	m.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.PeakRSSMiB = []int64{ru.Maxrss >> 10}
+	}
+	say(fmt.Sprintf("%s: ProducerPerformance: %s (the JVM ran %.1f s)", w.Name, last[0], wall))
+	return m, nil
+}
+
 // sidemirror starts the mirror of topic and waits for the destination to
 // reach the source's end offsets.
-func (b *bed) sidemirror(ctx context.Context, topic string, want map[int32]int64) (*measurement, error) {
+func (b *bed) sidemirror(ctx context.Context, mirror, topic string, want map[int32]int64) (*measurement, error) {
 	sidecars := b.env.Sidecars.Sidecars()
 	for _, s := range sidecars {
 		testbed.ResetPeakRSS(s.PID())
@@ -467,11 +864,11 @@ func (b *bed) sidemirror(ctx context.Context, topic string, want map[int32]int64
 	if err := b.cli(ctx, "--start", "--topics", topic, "--mirror", mirror); err != nil {
 		return nil, err
 	}
-	first, err := waitFor(ctx, b.env.Destination, topic, func(got map[int32]int64) bool { return caughtUp(got, want) })
+	first, lag, err := waitFor(ctx, b.env.Destination, topic, start, sum(want), func(got map[int32]int64) bool { return caughtUp(got, want) })
 	if err != nil {
 		return nil, err
 	}
-	m := &measurement{Seconds: time.Since(start).Seconds(), FirstRecordSeconds: first.Sub(start).Seconds(),
+	m := &measurement{Seconds: time.Since(start).Seconds(), FirstRecordSeconds: first.Sub(start).Seconds(), Lag: lag,
 		CPUSeconds: b.env.Sidecars.CPUSeconds() - cpu0, BrokerCPUSeconds: b.env.Destination.CPUSeconds() - brokers0}
 	for _, s := range sidecars {
 		m.PeakRSSMiB = append(m.PeakRSSMiB, s.PeakRSS()>>20)
@@ -490,14 +887,40 @@ func (b *bed) sidemirror(ctx context.Context, topic string, want map[int32]int64
 // destination under the same name, waits for the destination to hold its
 // records, and stops MM2.
 func (b *bed) mirrorMaker(ctx context.Context, w workload, topic string, records int64) (*measurement, error) {
-	alias := "src" + w.Name
-	flow := alias + "->dst."
-	identity := "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 	brokers0 := b.env.Destination.CPUSeconds()
 	start := time.Now()
-	mm, err := testbed.StartMirrorMaker(b.mm2, b.env.Dir, testbed.MirrorMakerOptions{
+	mm, err := b.startMirrorMaker(w, "src"+alnum(w.Name), topic)
+	if err != nil {
+		return nil, err
+	}
+	defer b.stopMirrorMaker(mm)
+	pid := mm.PID()
+	first, lag, err := waitFor(ctx, b.env.Destination, topic, start, records, func(got map[int32]int64) bool {
+		if !mm.Running() {
+			return true
+		}
+		return sum(got) >= records
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !mm.Running() {
+		return nil, fmt.Errorf("MirrorMaker 2 exited:\n%s", mm.LogTail(40))
+	}
+	return &measurement{Seconds: time.Since(start).Seconds(), FirstRecordSeconds: first.Sub(start).Seconds(), Lag: lag,
+		CPUSeconds: testbed.ProcessCPUSeconds(pid), PeakRSSMiB: []int64{testbed.ProcessPeakRSS(pid) >> 20},
+		BrokerCPUSeconds: b.env.Destination.CPUSeconds() - brokers0}, nil
+}
+
+// startMirrorMaker starts a dedicated-mode MM2 with IdentityReplicationPolicy
+// that replicates topic from the source (as w's mirrors reach it) to the
+// destination, its producer batching as kcat does.
+func (b *bed) startMirrorMaker(w workload, alias, topic string) (*testbed.MirrorMaker, error) {
+	flow := alias + "->dst."
+	identity := "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+	return testbed.StartMirrorMaker(b.mm2, b.env.Dir, testbed.MirrorMakerOptions{
 		SourceAlias: alias, TargetAlias: "dst", Source: b.env.Source, Target: b.env.Destination,
-		Topics: topic, Groups: "none-" + w.Name, HeapMB: 1024,
+		Topics: topic, Groups: "none-" + alias, HeapMB: 1024,
 		Config: map[string]string{
 			"replication.policy.class":               identity,
 			flow + "replication.policy.class":        identity,
@@ -513,59 +936,62 @@ func (b *bed) mirrorMaker(ctx context.Context, w workload, topic string, records
 			"dst.producer.acks":                      "all",
 			"dst.producer.compression.type":          w.Codec,
 			"dst.producer.enable.idempotence":        "true",
+			// The source as the sidecars reach it: directly, or through
+			// the nodes' proxies (and their latency).
+			alias + ".bootstrap.servers": b.sourceBootstrap(w),
 		},
 	})
-	if err != nil {
-		return nil, err
+}
+
+func (b *bed) stopMirrorMaker(mm *testbed.MirrorMaker) {
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mm.Stop(sctx); err != nil {
+		say(err.Error())
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := mm.Stop(sctx); err != nil {
-			say(err.Error())
-		}
-	}()
-	pid := mm.PID()
-	first, err := waitFor(ctx, b.env.Destination, topic, func(got map[int32]int64) bool {
-		if !mm.Running() {
-			return true
-		}
-		return sum(got) >= records
-	})
-	if err != nil {
-		return nil, err
-	}
-	if !mm.Running() {
-		return nil, fmt.Errorf("MirrorMaker 2 exited:\n%s", mm.LogTail(40))
-	}
-	return &measurement{Seconds: time.Since(start).Seconds(), FirstRecordSeconds: first.Sub(start).Seconds(),
-		CPUSeconds: testbed.ProcessCPUSeconds(pid), PeakRSSMiB: []int64{testbed.ProcessPeakRSS(pid) >> 20},
-		BrokerCPUSeconds: b.env.Destination.CPUSeconds() - brokers0}, nil
 }
 
 // waitFor polls topic's end offsets on c until done accepts them and
-// returns when the first record was seen.
-func waitFor(ctx context.Context, c *testbed.Cluster, topic string, done func(map[int32]int64) bool) (time.Time, error) {
+// returns when the first record was seen, and the lag (target less the
+// end offsets' sum) over time since start, sampled every lagEvery.
+func waitFor(ctx context.Context, c *testbed.Cluster, topic string, start time.Time, target int64, done func(map[int32]int64) bool) (time.Time, []lagPoint, error) {
+	const lagEvery = 250 * time.Millisecond
 	var first time.Time
+	lag := []lagPoint{{Seconds: 0, Records: target}} // nothing is on the destination at the start
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
 		// An error: the destination topic is new, try again.
 		got, err := c.EndOffsets(ctx, topic)
+		now := time.Now()
 		if err == nil && sum(got) > 0 && first.IsZero() {
-			first = time.Now()
+			first = now
+		}
+		if err == nil {
+			if t := now.Sub(start).Seconds(); t-lag[len(lag)-1].Seconds >= lagEvery.Seconds() || done(got) {
+				lag = append(lag, lagPoint{Seconds: t, Records: max(target-sum(got), 0)})
+			}
 		}
 		if err == nil && done(got) {
-			return first, nil
+			return first, lag, nil
 		}
 		if time.Now().After(deadline) {
-			return first, fmt.Errorf("%s did not catch up within 30 minutes (end offsets %v, %v)", topic, got, err)
+			return first, lag, fmt.Errorf("%s did not catch up within 30 minutes (end offsets %v, %v)", topic, got, err)
 		}
 		select {
 		case <-ctx.Done():
-			return first, ctx.Err()
+			return first, lag, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// sourceBootstrap is the source as the mirrors of w reach it: through the
+// nodes' proxies for a latency workload, else directly.
+func (b *bed) sourceBootstrap(w workload) string {
+	if w.Latency > 0 {
+		return b.env.Source.RemoteBootstrap()
+	}
+	return b.env.Source.Bootstrap()
 }
 
 func (b *bed) cli(ctx context.Context, args ...string) error {
@@ -577,13 +1003,13 @@ func (b *bed) cli(ctx context.Context, args ...string) error {
 	return nil
 }
 
-func createTopic(ctx context.Context, c *testbed.Cluster, topic string, partitions, rf int) error {
+func createTopic(ctx context.Context, c *testbed.Cluster, topic string, partitions, rf int, configs map[string]*string) error {
 	adm, err := c.NewClient(testbed.Admin)
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	resp, err := kadm.NewClient(adm).CreateTopic(ctx, int32(partitions), int16(rf), nil, topic)
+	resp, err := kadm.NewClient(adm).CreateTopic(ctx, int32(partitions), int16(rf), configs, topic)
 	if err == nil {
 		err = resp.Err
 	}

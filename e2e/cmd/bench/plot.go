@@ -1,60 +1,183 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
-	"html"
+	"image/color"
 	"os"
-	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// contenderColor is each contender's bar colour.
-var contenderColor = map[string]string{limitName: "#9e9e9e", sidemirrorName: "#1f77b4", mm2Name: "#ff7f0e"}
+// contenderOrder is the order of the contenders in the charts.
+var contenderOrder = []string{limitName, sidemirrorNoLatencyName, sidemirrorName, mm2Name}
 
-// throughputSVG draws records/s per workload per contender as horizontal
-// bars (one group per workload), with each bar's value and its ratio to
-// the limit, as an SVG image.
-func throughputSVG(r *report) string {
-	const (
-		left, width, barH, gap, groupGap, top = 330, 420, 18, 4, 26, 40
-	)
-	var peak float64
-	bars := 0
-	for _, w := range r.Workloads {
-		for _, m := range w.Results {
-			peak = max(peak, m.RecordsPerSecond)
-			bars++
-		}
-	}
-	if peak == 0 {
-		peak = 1
-	}
-	height := top + bars*(barH+gap) + len(r.Workloads)*groupGap + 20
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", left+width+130, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">records/s per workload (%s records each, %s)</text>`+"\n",
-		thousands(int64(r.Options.Records)), html.EscapeString(r.Date))
-	y := top
-	for _, w := range r.Workloads {
-		fmt.Fprintf(&b, `<text x="10" y="%d" font-weight="bold">%s</text>`+"\n", y+12, html.EscapeString(w.Workload.Description))
-		y += groupGap - 8
-		for _, m := range w.Results {
-			bw := int(float64(width) * m.RecordsPerSecond / peak)
-			fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-8, y+barH-5, html.EscapeString(contenderTitle[m.Contender]))
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", left, y, max(bw, 1), barH, contenderColor[m.Contender])
-			label := thousands(int64(m.RecordsPerSecond + 0.5))
-			if m.VsLimit > 0 && m.Contender != limitName {
-				label += fmt.Sprintf(" (%.2f of the limit)", m.VsLimit)
-			}
-			fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", left+max(bw, 1)+6, y+barH-5, label)
-			y += barH + gap
-		}
-		y += 8
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
+// contenderColor is each contender's colour.
+var contenderColor = map[string]color.RGBA{
+	limitName:               {0x9e, 0x9e, 0x9e, 0xff},
+	sidemirrorName:          {0x1f, 0x77, 0xb4, 0xff},
+	sidemirrorNoLatencyName: {0xae, 0xc7, 0xe8, 0xff},
+	mm2Name:                 {0xff, 0x7f, 0x0e, 0xff},
 }
 
-func writePlot(path string, r *report) error {
-	return os.WriteFile(path, []byte(throughputSVG(r)), 0o644)
+// throughputPlot draws records/s per workload (a group of bars each) per
+// contender (a bar of its colour).
+func throughputPlot(r *report) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("records/s per workload (%s records each, %s)", thousands(int64(r.Options.Records)), r.Date)
+	p.Y.Label.Text = "records/s"
+	p.Legend.Top = true
+	names := make([]string, len(r.Workloads))
+	for i, w := range r.Workloads {
+		names[i] = w.Workload.Name
+	}
+	var present []string
+	for _, c := range contenderOrder {
+		for _, w := range r.Workloads {
+			if w.find(c) != nil {
+				present = append(present, c)
+				break
+			}
+		}
+	}
+	if len(present) == 0 {
+		return nil, errors.New("no measurement to plot")
+	}
+	// About 132 points per workload (throughputPNG): the bars of a
+	// workload's contenders fill 90 of them, centred on its tick.
+	width := vg.Points(float64(90) / float64(len(present)))
+	legend := map[string]bool{}
+	for j, w := range r.Workloads {
+		var here []*measurement
+		for _, c := range present {
+			if m := w.find(c); m != nil {
+				here = append(here, m)
+			}
+		}
+		for i, m := range here {
+			bar, err := plotter.NewBarChart(plotter.Values{m.RecordsPerSecond}, width)
+			if err != nil {
+				return nil, err
+			}
+			bar.XMin = float64(j)
+			bar.Color = contenderColor[m.Contender]
+			bar.LineStyle.Width = 0
+			bar.Offset = width * vg.Length(float64(i)-float64(len(here)-1)/2)
+			p.Add(bar)
+			if !legend[m.Contender] {
+				legend[m.Contender] = true
+				p.Legend.Add(contenderTitle[m.Contender], bar)
+			}
+		}
+	}
+	p.NominalX(names...)
+	p.Add(plotter.NewGrid())
+	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.3 // room for the legend above the bars
+	return p, nil
+}
+
+// lagPlots draws, per workload, each mirror's lag (records not yet on the
+// destination) over the seconds since its start.
+func lagPlots(r *report) ([]*plot.Plot, error) {
+	var out []*plot.Plot
+	for _, w := range r.Workloads {
+		p := plot.New()
+		p.Title.Text = "lag while draining: " + w.Workload.Name
+		p.X.Label.Text = "seconds since the mirror's start"
+		p.Y.Label.Text = "records behind"
+		p.X.Min, p.Y.Min = 0, 0
+		p.Legend.Top = true
+		lines := 0
+		for _, c := range contenderOrder {
+			m := w.find(c)
+			if m == nil || len(m.Lag) == 0 {
+				continue
+			}
+			xys := make(plotter.XYs, len(m.Lag))
+			for i, l := range m.Lag {
+				xys[i] = plotter.XY{X: l.Seconds, Y: float64(l.Records)}
+			}
+			line, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			line.Color = contenderColor[c]
+			line.Width = vg.Points(2)
+			p.Add(line)
+			p.Legend.Add(contenderTitle[c], line)
+			lines++
+		}
+		if lines > 0 {
+			p.Add(plotter.NewGrid())
+			p.Y.Max *= 1.4 // room for the legend above the lines
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no lag to plot")
+	}
+	return out, nil
+}
+
+// throughputPNG returns the throughput chart as a PNG image.
+func throughputPNG(r *report) ([]byte, error) {
+	p, err := throughputPlot(r)
+	if err != nil {
+		return nil, err
+	}
+	wt, err := p.WriterTo(vg.Length(120+110*len(r.Workloads))*vg.Length(1.2), 5*vg.Inch, "png")
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if _, err := wt.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// lagPNG returns the lag charts, one above the other, as a PNG image.
+func lagPNG(r *report) ([]byte, error) {
+	plots, err := lagPlots(r)
+	if err != nil {
+		return nil, err
+	}
+	const rowHeight = 3 * vg.Inch
+	img := vgimg.New(8*vg.Inch, rowHeight*vg.Length(len(plots)))
+	dc := draw.New(img)
+	rows := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		rows[i] = []*plot.Plot{p}
+	}
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadY: vg.Points(12)}
+	canvases := plot.Align(rows, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[i][0])
+	}
+	var b bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func writeThroughputPNG(path string, r *report) error {
+	data, err := throughputPNG(r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+func writeLagPNG(path string, r *report) error {
+	data, err := lagPNG(r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }

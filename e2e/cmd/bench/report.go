@@ -11,12 +11,23 @@ const (
 	limitName      = "limit"
 	sidemirrorName = "sidemirror"
 	mm2Name        = "mm2"
+	// sidemirrorNoLatencyName is sidemirror through the source's proxies
+	// without their latency, measured beside sidemirrorName on the latency
+	// workloads (not a -contenders choice).
+	sidemirrorNoLatencyName = "sidemirror-0ms"
 )
 
 var contenderTitle = map[string]string{
-	limitName:      "destination's own ingest (kcat)",
-	sidemirrorName: "sidemirror (3 sidecars)",
-	mm2Name:        "MirrorMaker 2 (dedicated)",
+	limitName:               "destination's own ingest",
+	sidemirrorName:          "sidemirror (3 sidecars)",
+	sidemirrorNoLatencyName: "sidemirror, no added latency",
+	mm2Name:                 "MirrorMaker 2 (dedicated)",
+}
+
+// lagPoint is a mirror's lag at one moment of its backlog's drain.
+type lagPoint struct {
+	Seconds float64 `json:"s"`       // since the contender's start
+	Records int64   `json:"records"` // records (offsets) not yet on the destination
 }
 
 // measurement is what one contender measured on one workload.
@@ -33,6 +44,16 @@ type measurement struct {
 	CPUSecondsPerGB  float64 `json:"cpuSecondsPerGB"`
 	VsLimit          float64 `json:"vsLimit,omitempty"` // records/s over the limit's
 	VsMM2            float64 `json:"vsMM2,omitempty"`   // records/s over MM2's
+
+	// Lag is the drain of the backlog over time (mirrors only).
+	Lag []lagPoint `json:"lag,omitempty"`
+	// The latency probe (mirrors of -probe-workloads only): records/s it
+	// wrote, the records it measured, and their end-to-end latency.
+	ProbeRecordsPerSecond float64 `json:"probeRecordsPerSecond,omitempty"`
+	ProbeRecords          int     `json:"probeRecords,omitempty"`
+	LatencyP50Ms          float64 `json:"latencyP50Ms,omitempty"`
+	LatencyP99Ms          float64 `json:"latencyP99Ms,omitempty"`
+	LatencyMaxMs          float64 `json:"latencyMaxMs,omitempty"`
 }
 
 // workloadResult is one workload's measurements.
@@ -42,6 +63,11 @@ type workloadResult struct {
 	ValueBytes  int            `json:"valueBytes"`
 	SourceBytes int64          `json:"sourceBytes"` // log bytes of one source topic: the MB of MB/s and GB of CPU s/GB
 	Results     []*measurement `json:"results"`
+	// LatencyRatio (latency workloads): sidemirror's records/s through the
+	// latency over its records/s through the same proxies without it.
+	LatencyRatio float64 `json:"latencyRatio,omitempty"`
+	// Note is a sentence on the workload's preparation (the compaction).
+	Note string `json:"note,omitempty"`
 }
 
 // report is a whole run.
@@ -51,7 +77,8 @@ type report struct {
 	KafkaVersion string            `json:"kafkaVersion"`
 	Date         string            `json:"date"`
 	Note         string            `json:"note,omitempty"`
-	Plot         string            `json:"plot,omitempty"` // the chart, relative to the doc
+	Plot         string            `json:"plot,omitempty"`    // the throughput chart, relative to the doc
+	LagPlot      string            `json:"lagPlot,omitempty"` // the lag chart, relative to the doc
 	Workloads    []*workloadResult `json:"workloads"`
 }
 
@@ -75,6 +102,9 @@ func (w *workloadResult) add(m *measurement) {
 			r.VsMM2 = r.RecordsPerSecond / mm.RecordsPerSecond
 		}
 	}
+	if sm, sm0 := w.find(sidemirrorName), w.find(sidemirrorNoLatencyName); sm != nil && sm0 != nil && sm0.RecordsPerSecond > 0 {
+		w.LatencyRatio = sm.RecordsPerSecond / sm0.RecordsPerSecond
+	}
 }
 
 func (w *workloadResult) find(contender string) *measurement {
@@ -92,22 +122,55 @@ func (w *workloadResult) Table() string {
 	fmt.Fprintf(&b, "### %s\n\n", w.Workload.Description)
 	fmt.Fprintf(&b, "%s records of about %s B, %d partitions, %.1f MB on the source (one topic's log).\n\n",
 		thousands(int64(w.Records)), thousands(int64(w.ValueBytes)), w.Workload.Partitions, float64(w.SourceBytes)/1e6)
-	b.WriteString("| contender | wall s | first record s | MB/s | records/s | CPU s | CPU s/GB | peak RSS MiB | destination brokers CPU s | records/s vs limit | vs MM2 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| contender | wall s | first record s | MB/s | records/s | CPU s | CPU s/GB | peak RSS MiB | destination brokers CPU s | records/s vs limit | vs MM2 | latency p50 / p99 ms |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range w.Results {
 		first := "-"
 		if r.FirstRecordSeconds > 0 {
 			first = fmt.Sprintf("%.2f", r.FirstRecordSeconds)
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %.1f | %s | %.2f | %.1f | %s | %.1f | %s | %s |\n",
-			contenderTitle[r.Contender], r.Seconds, first, r.MBPerSecond, thousands(int64(r.RecordsPerSecond+0.5)),
-			r.CPUSeconds, r.CPUSecondsPerGB, rss(r.PeakRSSMiB), r.BrokerCPUSeconds, ratio(r.VsLimit), ratio(r.VsMM2))
+		latency := "-"
+		if r.ProbeRecords > 0 {
+			latency = fmt.Sprintf("%.0f / %.0f", r.LatencyP50Ms, r.LatencyP99Ms)
+		}
+		title := contenderTitle[r.Contender]
+		if r.Contender == limitName {
+			title += limitTool(w.Workload)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %.1f | %s | %.2f | %.1f | %s | %.1f | %s | %s | %s |\n",
+			title, r.Seconds, first, r.MBPerSecond, thousands(int64(r.RecordsPerSecond+0.5)),
+			r.CPUSeconds, r.CPUSecondsPerGB, rss(r.PeakRSSMiB), r.BrokerCPUSeconds, ratio(r.VsLimit), ratio(r.VsMM2), latency)
 	}
 	if sm, mm := w.find(sidemirrorName), w.find(mm2Name); sm != nil && mm != nil && sm.CPUSecondsPerGB > 0 {
 		fmt.Fprintf(&b, "\nMM2 used %.1fx the CPU per GB of the three sidecars together.\n", mm.CPUSecondsPerGB/sm.CPUSecondsPerGB)
 	}
+	if w.Note != "" {
+		fmt.Fprintf(&b, "\n%s\n", w.Note)
+	}
+	if w.LatencyRatio > 0 {
+		fmt.Fprintf(&b, "\nThrough the %d ms link sidemirror reached %.2f of its records/s through the same proxies without the latency (the target is at least 0.80).\n",
+			w.Workload.Latency.Milliseconds(), w.LatencyRatio)
+	}
+	var probes []string
+	for _, r := range w.Results {
+		if r.ProbeRecords > 0 {
+			probes = append(probes, fmt.Sprintf("%s at %s records/s (half its measured rate), %s records: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+				contenderTitle[r.Contender], thousands(int64(r.ProbeRecordsPerSecond+0.5)), thousands(int64(r.ProbeRecords)), r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyMaxMs))
+		}
+	}
+	if len(probes) > 0 {
+		fmt.Fprintf(&b, "\nEnd-to-end latency (source producer's timestamp to a destination consumer's receipt): %s.\n", strings.Join(probes, "; "))
+	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// limitTool names the limit's producer of w.
+func limitTool(w workload) string {
+	if w.Transactional {
+		return " (ProducerPerformance, transactions)"
+	}
+	return " (kcat)"
 }
 
 func ratio(r float64) string {
@@ -148,16 +211,19 @@ func (r *report) Markdown() string {
 	for i, w := range r.Workloads {
 		names[i] = w.Workload.Name
 	}
-	fmt.Fprintf(&b, "Run of %s: `go run ./e2e/cmd/bench -records %d -value-bytes %d -workloads %s -contenders %s -warmup-records %d`, "+
+	fmt.Fprintf(&b, "Run of %s: `go run ./e2e/cmd/bench -records %d -value-bytes %d -partitions %d -many-partitions %d -workloads %s -contenders %s -warmup-records %d -probe-workloads '%s' -probe-duration %v`, "+
 		"Kafka %s, on %s. ",
-		r.Date, r.Options.Records, r.Options.ValueBytes, strings.Join(names, ","), r.Options.Contenders, r.Options.WarmupRecords,
-		r.KafkaVersion, r.Host)
+		r.Date, r.Options.Records, r.Options.ValueBytes, r.Options.Partitions, r.Options.ManyPartitions, strings.Join(names, ","), r.Options.Contenders,
+		r.Options.WarmupRecords, r.Options.ProbeWorkloads, r.Options.ProbeDuration, r.KafkaVersion, r.Host)
 	if r.Note != "" {
 		b.WriteString(r.Note)
 	}
 	b.WriteString("\n\n")
 	if r.Plot != "" {
 		fmt.Fprintf(&b, "![records/s per workload and contender](%s)\n\n", r.Plot)
+	}
+	if r.LagPlot != "" {
+		fmt.Fprintf(&b, "![each mirror's lag over time while it drains a workload's backlog](%s)\n\n", r.LagPlot)
 	}
 	for _, w := range r.Workloads {
 		b.WriteString(w.Table())
@@ -166,23 +232,22 @@ func (r *report) Markdown() string {
 }
 
 // benchmarkIntro opens the generated section: what the figures are.
-const benchmarkIntro = `` + "`make bench`" + ` (` + "`e2e/cmd/bench`" + `) starts the loopback test bed (a 1-node source, a
-3-node destination with SASL and an authorizer, one sidecar per destination broker, all on this
-host), warms the destination up, and runs every workload with three contenders, each on topics of its
-own holding the same records: the destination's own ingest (kcat writing the records straight to the
-destination, batch.size 128 KiB, linger 20 ms: the limit), sidemirror (the three sidecars, from
-` + "`--start`" + ` until the destination holds the source's end offsets), and MirrorMaker 2 in dedicated mode
-(IdentityReplicationPolicy, jars from Maven Central of the brokers' version, three tasks, its producer
-batching by itself: batch.size 128 KiB, linger 20 ms; its wall time includes its start-up). Destination
-topics have replication factor 3, every write is acks=all. MB/s is the source's log bytes of one
-topic per second (the same bytes for every contender, so the ratios of MB/s and of records/s are
-equal); CPU s is the contender's own processes (the three sidecars, the MM2 JVM, kcat), the brokers'
-CPU has a column of its own; peak RSS is per process (VmHWM, reset before each contender). The limit's
-producer compresses the records itself, on the same cores as the brokers; the mirrors copy the source's
-compressed batches. Flags are in [operations.md](operations.md#performance). The rest of this section
-is written by ` + "`make bench`" + ` (` + "`-doc docs/performance.md`" + `) from its last run.
-
-`
+const benchmarkIntro = "`make bench` (`e2e/cmd/bench`) starts the loopback test bed (a 1-node source with a TCP proxy in\n" +
+	"front of its node, a 3-node destination with SASL and an authorizer, one sidecar per destination broker,\n" +
+	"all on this host), warms the destination up, and runs every workload with three contenders, each on\n" +
+	"topics of its own holding the same records: the destination's own ingest (kcat writing the records\n" +
+	"straight to the destination, batch.size 128 KiB, linger 20 ms: the limit; for transactions Kafka's\n" +
+	"ProducerPerformance, see [Workloads](#workloads)), sidemirror (the three sidecars, from `--start` until\n" +
+	"the destination holds the source's end offsets), and MirrorMaker 2 in dedicated mode\n" +
+	"(IdentityReplicationPolicy, jars from Maven Central of the brokers' version, three tasks, its producer\n" +
+	"batching by itself: batch.size 128 KiB, linger 20 ms; its wall time includes its start-up). Destination\n" +
+	"topics have replication factor 3, every write is acks=all. MB/s is the source's log bytes of one topic\n" +
+	"per second (the same bytes for every contender, so the ratios of MB/s and of records/s are equal); CPU s\n" +
+	"is the contender's own processes (the three sidecars, the MM2 JVM, kcat), the brokers' CPU has a column\n" +
+	"of its own; peak RSS is per process (VmHWM, reset before each contender). The limit's producer\n" +
+	"compresses the records itself, on the same cores as the brokers; the mirrors copy the source's\n" +
+	"compressed batches. Latency p50 / p99 is the probe's ([Latency probe](#latency-probe)). The rest of\n" +
+	"this section is written by `make bench` (`-doc docs/performance.md`) from its last run.\n\n"
 
 // writeDoc replaces the Benchmark section of the Markdown file at path (or
 // appends one) with the run's tables.
