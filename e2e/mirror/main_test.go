@@ -18,6 +18,13 @@ func TestMain(m *testing.M) {
 	// their sync tested. Its clients are PLAINTEXT, hence User:ANONYMOUS, a
 	// super user: every client and sidecar keeps full access.
 	opts.Source.Authorizer = true
+	// Racks on the source and Kafka's rack-aware replica selector, for
+	// follower fetching (TestFollowerFetching): a client without a rack,
+	// every other test's, still fetches from the leaders.
+	opts.Source.Racks = map[int32]string{1: "rack-1", 2: "rack-2"}
+	opts.Source.BrokerConfig = map[string]string{
+		"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+	}
 	opts.Sidecars = true
 	// SCRAM-SHA-512 on the destination's client listener besides PLAIN:
 	// the sidecars' authorizer probe logs in with a temporary SCRAM user,
