@@ -129,8 +129,8 @@ var fetchKeys = map[string]struct {
 const RackKey = "client.rack"
 
 // consumerOnlyKeys are Kafka consumer properties that have no meaning for
-// the mirror fetcher, which reads every record (read_uncommitted) from the
-// partition leaders at offsets it tracks itself, in no consumer group. They
+// the mirror fetcher, which reads every record (read_uncommitted) at
+// offsets it tracks itself, in no consumer group. They
 // are refused by name with this reason rather than as unknown keys.
 var consumerOnlyKeys = map[string]string{
 	"group.id":                      "the mirror fetcher is in no consumer group (consumer group offsets are synced by the metadata sync: mirror.groups.include)",
