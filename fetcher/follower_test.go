@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,8 @@ import (
 // records; the follower serves what the leader would (kfake's follower
 // cannot, so the fetch is passed on to the leader) with a high watermark of
 // 1, far behind the leader's. The first failFollower fetches of the
-// follower are answered OFFSET_OUT_OF_RANGE.
+// follower fail: OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, then a
+// closed connection, in turn.
 type followerBed struct {
 	leader, follower int32
 	redirects        atomic.Int64 // leader fetches answered with the preferred replica
@@ -69,9 +71,14 @@ func newFollowerBed(t *testing.T, e *testEnv, topic string, failFollower int64) 
 		}
 		node := e.src.CurrentNode()
 		if node == b.follower && b.failed.Load() < b.failFollower {
-			b.failed.Add(1)
-			resp := answerAll(req, func(rp *kmsg.FetchResponseTopicPartition) { rp.ErrorCode = kerr.OffsetOutOfRange.Code })
-			return resp, nil, true
+			switch b.failed.Add(1) % 3 {
+			case 1:
+				return answerAll(req, func(rp *kmsg.FetchResponseTopicPartition) { rp.ErrorCode = kerr.OffsetOutOfRange.Code }), nil, true
+			case 2:
+				return answerAll(req, func(rp *kmsg.FetchResponseTopicPartition) { rp.ErrorCode = kerr.NotLeaderForPartition.Code }), nil, true
+			default:
+				return nil, errors.New("follower connection closed"), true
+			}
 		}
 		// Pass the fetch on to the leader without the rack, while kfake
 		// goes on with other requests.
@@ -132,14 +139,15 @@ func answerAll(req *kmsg.FetchRequest, fn func(*kmsg.FetchResponseTopicPartition
 // partition whose leader names a preferred read replica is fetched from
 // that follower, every record arrives at its offset, the lag and catch-up
 // go by the leader's high watermark rather than the follower's trailing
-// one, OFFSET_OUT_OF_RANGE from the follower sends the partition back to
-// the leader without a realignment (no fillers, no LOG_TRUNCATION), and
+// one, errors of the follower (OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER,
+// a closed connection) send the partition back to the leader without a
+// realignment (no fillers, no LOG_TRUNCATION) and never fail it, and
 // after PreferredReplicaMaxAge the leader is asked again. Without a rack
 // no request carries one and everything comes from the leader.
 func TestFollowerFetching(t *testing.T) {
 	const topic = "ff"
 	e := newTestEnv(t, 2, map[string]int32{topic: 1})
-	bed := newFollowerBed(t, e, topic, 2)
+	bed := newFollowerBed(t, e, topic, 3)
 	prod := e.producer(kgo.NoCompression())
 	e.produce(prod, topic, []int32{0}, 0, 200, 10)
 
@@ -186,12 +194,12 @@ func TestFollowerFetching(t *testing.T) {
 			t.Fatalf("states %v: realigned after an error of the follower", e.events.statesOf(p))
 		}
 	}
-	if bed.failed.Load() != 2 || bed.served.Load() == 0 {
-		t.Fatalf("follower fetches: %d failed, %d served records; want 2 failed and some served", bed.failed.Load(), bed.served.Load())
+	if bed.failed.Load() != 3 || bed.served.Load() == 0 {
+		t.Fatalf("follower fetches: %d failed, %d served records; want 3 failed and some served", bed.failed.Load(), bed.served.Load())
 	}
-	// Two errors and the redirect before each: at least three redirects.
-	if n := bed.redirects.Load(); n < 3 {
-		t.Fatalf("%d redirects to the follower, want at least 3 (the first, and one after each follower error)", n)
+	// Three errors and the redirect before each: at least four redirects.
+	if n := bed.redirects.Load(); n < 4 {
+		t.Fatalf("%d redirects to the follower, want at least 4 (the first, and one after each follower error)", n)
 	}
 	if v := metricValue(t, m.met.followerBytes.WithLabelValues(testMirror)); v <= 0 {
 		t.Fatalf("sidemirror_follower_fetch_bytes_total %v, want > 0", v)
@@ -206,8 +214,8 @@ func TestFollowerFetching(t *testing.T) {
 	testwait.For(t, waitTimeout, "a redirect after the preferred replica expired", func() bool {
 		return bed.redirects.Load() > before
 	})
-	if bed.failed.Load() != 2 {
-		t.Fatalf("%d follower errors, want 2", bed.failed.Load())
+	if bed.failed.Load() != 3 {
+		t.Fatalf("%d follower errors, want 3", bed.failed.Load())
 	}
 	bed.mu.Lock()
 	racks := bed.racks[testRack]
