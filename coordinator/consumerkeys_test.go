@@ -20,20 +20,29 @@ func TestConsumerKeys(t *testing.T) {
 	cfg := map[string]string{
 		fsm.BootstrapServersKey: "src:9092", "client.id": "mirror-a",
 		"fetch.max.bytes": "10485760", "fetch.min.bytes": "1024", "fetch.max.wait.ms": "250", "max.partition.fetch.bytes": "2097152",
+		RackKey: " eu-west-1b ", "metadata.max.age.ms": "60000",
 	}
 	if err := checkMirrorKeys(cfg); err != nil {
 		t.Fatal(err)
 	}
 	got := dataPlaneSettings(fsm.NewState(), &fsm.Mirror{Name: "m", Config: cfg})
-	want := fetcher.MirrorSettings{FetchMaxBytes: 10 << 20, FetchMinBytes: 1024, FetchMaxWait: 250 * time.Millisecond, PartitionMaxBytes: 2 << 20}
+	want := fetcher.MirrorSettings{FetchMaxBytes: 10 << 20, FetchMinBytes: 1024, FetchMaxWait: 250 * time.Millisecond, PartitionMaxBytes: 2 << 20,
+		ClientRack: "eu-west-1b", PreferredReplicaMaxAge: time.Minute}
 	if got.FetchMaxBytes != want.FetchMaxBytes || got.FetchMinBytes != want.FetchMinBytes || got.FetchMaxWait != want.FetchMaxWait ||
-		got.PartitionMaxBytes != want.PartitionMaxBytes {
+		got.PartitionMaxBytes != want.PartitionMaxBytes || got.ClientRack != want.ClientRack || got.PreferredReplicaMaxAge != want.PreferredReplicaMaxAge {
 		t.Fatalf("data plane settings %+v, want the fetch sizes %+v", got, want)
 	}
-	if d := dataPlaneSettings(fsm.NewState(), &fsm.Mirror{Name: "m", Config: map[string]string{}}); d.FetchMaxBytes != 0 || d.FetchMaxWait != 0 {
+	if d := dataPlaneSettings(fsm.NewState(), &fsm.Mirror{Name: "m", Config: map[string]string{}}); d.FetchMaxBytes != 0 || d.FetchMaxWait != 0 ||
+		d.ClientRack != "" || d.PreferredReplicaMaxAge != 0 {
 		t.Fatalf("a mirror without fetch sizes gets %+v, want zeros (the fetcher's)", d)
 	}
 	src := sourceConfig(cfg)
+	if _, ok := src[RackKey]; ok {
+		t.Errorf("%s reaches the SourceDialer", RackKey)
+	}
+	if src["metadata.max.age.ms"] != "60000" {
+		t.Errorf("metadata.max.age.ms does not reach the SourceDialer: %v", src)
+	}
 	for k := range fetchKeys {
 		if _, ok := src[k]; ok {
 			t.Errorf("%s reaches the SourceDialer", k)
@@ -53,7 +62,7 @@ func TestConsumerKeys(t *testing.T) {
 	}
 	for k, why := range map[string]string{
 		"group.id": "no consumer group", "auto.offset.reset": "log start offset", "isolation.level": "read_uncommitted",
-		"client.rack": "follower fetching", "enable.auto.commit": "commits no offsets",
+		"enable.auto.commit": "commits no offsets",
 	} {
 		err := checkMirrorKeys(map[string]string{k: "x"})
 		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), why) {

@@ -121,9 +121,16 @@ var fetchKeys = map[string]struct {
 	"max.partition.fetch.bytes": {"1048576", 1, math.MaxInt32},
 }
 
+// RackKey is the consumer property client.rack: the rack (availability
+// zone) the mirror fetcher sends in its Fetch requests, so that source
+// brokers with a rack-aware replica selector let it fetch from a follower
+// in that rack (KIP-392, fetcher.MirrorSettings.ClientRack). It sets the
+// data plane, not the SourceDialer.
+const RackKey = "client.rack"
+
 // consumerOnlyKeys are Kafka consumer properties that have no meaning for
-// the mirror fetcher, which reads every record (read_uncommitted) from the
-// partition leaders at offsets it tracks itself, in no consumer group. They
+// the mirror fetcher, which reads every record (read_uncommitted) at
+// offsets it tracks itself, in no consumer group. They
 // are refused by name with this reason rather than as unknown keys.
 var consumerOnlyKeys = map[string]string{
 	"group.id":                      "the mirror fetcher is in no consumer group (consumer group offsets are synced by the metadata sync: mirror.groups.include)",
@@ -146,7 +153,6 @@ var consumerOnlyKeys = map[string]string{
 	"check.crcs":                    "the mirror fetcher always checks batch CRCs",
 	"exclude.internal.topics":       "internal topics are never mirrored",
 	"allow.auto.create.topics":      "the mirror fetcher never creates source topics",
-	"client.rack":                   "the mirror fetcher reads from the partition leaders; follower fetching (KIP-392) is not supported",
 }
 
 // checkConsumerKeys checks the fetch keys of a mirror config and refuses
@@ -224,6 +230,12 @@ func dataPlaneSettings(st *fsm.State, m *fsm.Mirror) fetcher.MirrorSettings {
 	out.FetchMaxBytes, out.FetchMinBytes = fetchSize("fetch.max.bytes"), fetchSize("fetch.min.bytes")
 	out.FetchMaxWait = time.Duration(fetchSize("fetch.max.wait.ms")) * time.Millisecond
 	out.PartitionMaxBytes = fetchSize("max.partition.fetch.bytes")
+	out.ClientRack = strings.TrimSpace(m.Config[RackKey])
+	// A preferred read replica is kept for at most metadata.max.age.ms, as
+	// Kafka's consumer does (the SourceDialer checks the value).
+	if ms, err := strconv.ParseInt(strings.TrimSpace(m.Config["metadata.max.age.ms"]), 10, 64); err == nil && ms > 0 {
+		out.PreferredReplicaMaxAge = time.Duration(ms) * time.Millisecond
+	}
 	for _, t := range st.TopicsOf(m.Name) {
 		if t.SourceTopicID != ([16]byte{}) && t.Status != fsm.TopicStopped {
 			if out.TopicIDs == nil {
@@ -236,11 +248,12 @@ func dataPlaneSettings(st *fsm.State, m *fsm.Mirror) fetcher.MirrorSettings {
 }
 
 // sourceConfig returns the part of a mirror config that the SourceDialer
-// gets: everything but the mirror.* keys and the fetch sizes (fetchKeys).
+// gets: everything but the mirror.* keys, the fetch sizes (fetchKeys) and
+// client.rack (RackKey).
 func sourceConfig(config map[string]string) map[string]string {
 	out := make(map[string]string, len(config))
 	for k, v := range config {
-		if _, fetch := fetchKeys[k]; !strings.HasPrefix(k, "mirror.") && !fetch {
+		if _, fetch := fetchKeys[k]; !strings.HasPrefix(k, "mirror.") && !fetch && k != RackKey {
 			out[k] = v
 		}
 	}

@@ -26,6 +26,9 @@ func TestDocsCoverEveryMirrorKey(t *testing.T) {
 			t.Errorf("docs/configuration.md has no row for %s with its default %s", k, fetchKeys[k].def)
 		}
 	}
+	if _, ok := rows[RackKey]; !ok {
+		t.Errorf("docs/configuration.md has no row for %s", RackKey)
+	}
 	for _, k := range sortedKeys(consumerOnlyKeys) {
 		if !strings.Contains(string(docs), "`"+k+"`") {
 			t.Errorf("docs/configuration.md does not name the refused consumer property %s", k)

@@ -33,6 +33,10 @@
 // next to transactions, corruption) fail the partition with a reason naming
 // the offset; nothing is ever written wrongly.
 //
+// With a mirror's ClientRack (the mirror config's client.rack), a partition
+// whose source leader names a preferred read replica in that rack (KIP-392)
+// is fetched from that follower; lag stays the leader's (session.go).
+//
 // Main types: Manager (partitions, mirrors, the appender, the producer ID),
 // Partition and PartitionStatus (what the coordinator sees), State (the
 // states of DESIGN.md D16). Errors are in errors.go; DESIGN.md in this

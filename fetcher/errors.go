@@ -118,3 +118,8 @@ func isAny(err error, targets []error) bool {
 	}
 	return false
 }
+
+// errFollowerFetch marks an error of a fetch from a preferred read replica
+// (KIP-392): the partition goes back to its leader, and only the leader's
+// errors say anything about gaps or truncation. An internal signal.
+var errFollowerFetch = errors.New("fetcher: fetch from a source follower failed: back to the leader")

@@ -54,6 +54,13 @@ func (p *partition) fetchedLocked(sent time.Time, hw int64) {
 		fr.unreach = false
 		p.log.Info("source reachable again")
 	}
+	p.markLocked(sent, hw)
+}
+
+// markLocked records that the source's high watermark was hw (-1: none)
+// for a request sent at sent.
+func (p *partition) markLocked(sent time.Time, hw int64) {
+	fr := &p.fresh
 	if hw < 0 {
 		return
 	}

@@ -161,6 +161,30 @@ type MirrorSettings struct {
 	FetchMinBytes     int32
 	FetchMaxWait      time.Duration
 	PartitionMaxBytes int32
+	// ClientRack is the mirror's client.rack: the rack (availability
+	// zone) of this sidecar, sent in every Fetch request of the fetch
+	// sessions (Fetch v11+, KIP-392). A source leader whose
+	// replica.selector.class picks another replica for it (Kafka's
+	// RackAwareReplicaSelector: one in the same broker.rack) answers with
+	// that preferred read replica, and the partition is fetched from there
+	// until an error, or for at most PreferredReplicaMaxAge. Empty: every
+	// fetch goes to the leaders.
+	ClientRack string
+	// PreferredReplicaMaxAge bounds how long a partition is fetched from
+	// a preferred read replica before it asks its leader again (the
+	// consumer's metadata.max.age.ms does the same); zero: 5 minutes.
+	PreferredReplicaMaxAge time.Duration
+}
+
+// defaultPreferredReplicaMaxAge is Kafka's metadata.max.age.ms default.
+const defaultPreferredReplicaMaxAge = 5 * time.Minute
+
+// replicaMaxAge returns PreferredReplicaMaxAge or its default.
+func (s *MirrorSettings) replicaMaxAge() time.Duration {
+	if s != nil && s.PreferredReplicaMaxAge > 0 {
+		return s.PreferredReplicaMaxAge
+	}
+	return defaultPreferredReplicaMaxAge
 }
 
 // fetchMax returns the mirror's fetch.max.bytes, or def.
@@ -204,7 +228,7 @@ func (s *MirrorSettings) check(mirror string) error {
 	if s.TransactionTimeout < time.Second {
 		return fmt.Errorf("%w: mirror %q: transaction timeout %s is below 1s", ErrInvalidOption, mirror, s.TransactionTimeout)
 	}
-	if s.FetchMaxBytes < 0 || s.FetchMinBytes < 0 || s.FetchMaxWait < 0 || s.PartitionMaxBytes < 0 {
+	if s.FetchMaxBytes < 0 || s.FetchMinBytes < 0 || s.FetchMaxWait < 0 || s.PartitionMaxBytes < 0 || s.PreferredReplicaMaxAge < 0 {
 		return fmt.Errorf("%w: mirror %q: negative fetch size or wait", ErrInvalidOption, mirror)
 	}
 	return nil

@@ -21,6 +21,8 @@ type metrics struct {
 	coalescedInto *prometheus.CounterVec   // mirror, topic
 	markers       *prometheus.CounterVec   // mirror, topic, outcome
 	fetchLatency  *prometheus.HistogramVec // mirror
+	followerBytes *prometheus.CounterVec   // mirror
+	redirects     *prometheus.CounterVec   // mirror
 	appendLatency prometheus.Histogram
 	e2eLatency    *prometheus.HistogramVec // mirror
 	partitions    *prometheus.GaugeVec     // state
@@ -74,6 +76,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from sending a fetch request to a source broker to its response.",
 			Buckets: latencyBuckets,
 		}, []string{"mirror"}),
+		followerBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_follower_fetch_bytes_total",
+			Help: "Record batch bytes fetched from source followers, preferred read replicas in the mirror's client.rack (KIP-392), rather than from the leaders.",
+		}, []string{"mirror"}),
+		redirects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_preferred_replica_redirects_total",
+			Help: "Times a source leader named a preferred read replica for a partition (KIP-392) and its fetches moved there.",
+		}, []string{"mirror"}),
 		appendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sidemirror_append_latency_seconds",
 			Help:    "Time from sending a produce request to the local broker to its response.",
@@ -104,6 +114,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.coalesced = register(reg, m.coalesced, &err)
 	m.coalescedInto = register(reg, m.coalescedInto, &err)
 	m.fetchLatency = register(reg, m.fetchLatency, &err)
+	m.followerBytes = register(reg, m.followerBytes, &err)
+	m.redirects = register(reg, m.redirects, &err)
 	m.appendLatency = register(reg, m.appendLatency, &err)
 	m.e2eLatency = register(reg, m.e2eLatency, &err)
 	m.partitions = register(reg, m.partitions, &err)

@@ -284,18 +284,29 @@ func fetchError(p Partition, offset int64, code int16) error {
 func (mir *mirror) attach(p *partition, leader int32) error {
 	mir.mu.Lock()
 	defer mir.mu.Unlock()
+	if err := mir.attachLocked(p, leader); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.fetch.leader, p.fetch.replica = leader, -1
+	p.mu.Unlock()
+	return nil
+}
+
+// attachLocked attaches p to the session of broker, starting it if needed.
+func (mir *mirror) attachLocked(p *partition, broker int32) error {
 	if mir.closed {
 		return errMirrorClosed
 	}
-	s := mir.sessions[leader]
+	s := mir.sessions[broker]
 	if s == nil {
-		s = newSession(mir, leader)
+		s = newSession(mir, broker)
 		mir.wg.Add(1)
 		if !mir.m.goFunc(s.run) {
 			mir.wg.Done()
 			return ErrClosed
 		}
-		mir.sessions[leader] = s
+		mir.sessions[broker] = s
 	}
 	s.parts[p] = struct{}{}
 	p.mu.Lock()
@@ -304,6 +315,39 @@ func (mir *mirror) attach(p *partition, leader int32) error {
 	p.mu.Unlock()
 	s.wakeup()
 	return nil
+}
+
+// move makes broker's session fetch p in place of session from, if p is
+// still attached to from with fetch generation gen: to the preferred read
+// replica the leader named (replica >= 0, for at most the mirror's
+// PreferredReplicaMaxAge), or back to the leader (replica -1). False if the
+// partition has moved on.
+func (mir *mirror) move(p *partition, from *session, gen uint64, replica int32) bool {
+	mir.mu.Lock()
+	defer mir.mu.Unlock()
+	p.mu.Lock()
+	current := p.fetch.sess == from && p.fetch.gen == gen
+	to := p.fetch.leader
+	p.mu.Unlock()
+	if !current || mir.closed {
+		return false
+	}
+	if replica >= 0 {
+		to = replica
+	}
+	mir.detachLocked(p, from)
+	if err := mir.attachLocked(p, to); err != nil {
+		// Closing: the partition is attached nowhere; the driver looks
+		// for its leader again.
+		p.queueError(gen, fmt.Errorf("source fetch of %s: %w", p.key, err))
+		return false
+	}
+	p.mu.Lock()
+	p.fetch.replica = replica
+	p.fetch.until = time.Now().Add(mir.settings.Load().replicaMaxAge())
+	p.fetch.inflight = false
+	p.mu.Unlock()
+	return true
 }
 
 // detach removes p from session s if it is still attached there.

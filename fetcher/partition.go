@@ -103,6 +103,9 @@ func (ps *producerState) resume(leo int64) {
 // session of its source leader.
 type fetchState struct {
 	sess     *session  // the session the partition is attached to; nil: none
+	leader   int32     // the source leader the driver attached the partition to
+	replica  int32     // the preferred read replica sess fetches from (KIP-392); -1: the leader
+	until    time.Time // when fetching from replica ends: the leader is asked again
 	gen      uint64    // bumped when the driver resets the position: stale data is dropped
 	active   bool      // the driver wants data
 	inflight bool      // a fetch for gen is out
@@ -135,6 +138,7 @@ func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
 		state:         StateUnknown,
 		srcHW:         -1,
 		srcLSO:        -1,
+		fetch:         fetchState{leader: -1, replica: -1},
 		dstLEO:        -1,
 		records:       counters[0],
 		bytes:         counters[1],
@@ -176,6 +180,8 @@ func (p *partition) statusLocked() PartitionStatus {
 		RecordsMirrored:         p.records,
 		BytesMirrored:           p.bytes,
 		FillerRecords:           p.fillers,
+		FromFollower:            p.fetch.sess != nil && p.fetch.replica >= 0,
+		Follower:                p.fetch.replica,
 	}
 }
 
@@ -826,6 +832,13 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 // out of range that no longer holds) return nil: refresh the leader, retry.
 func (p *partition) handleFetchError(ctx context.Context, mir *mirror, f *fetched, pl *pipeline) error {
 	err := f.err
+	if errors.Is(err, errFollowerFetch) {
+		// Whatever a follower answered (it may trail the leader, or no
+		// longer hold the partition), the leader decides: no gap or
+		// truncation is concluded from it.
+		p.log.Info("fetch from a source follower failed: fetching from the leader", zap.Error(err))
+		return nil
+	}
 	if IsFatal(err) {
 		return err
 	}

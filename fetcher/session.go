@@ -22,6 +22,8 @@ type session struct {
 	wake   chan struct{} // capacity 1
 
 	parts map[*partition]struct{} // guarded by mir.mu
+
+	hwAt time.Time // when the leaders' high watermarks of followed partitions were last asked (run's)
 }
 
 func newSession(mir *mirror, broker int32) *session {
@@ -44,10 +46,17 @@ func (s *session) wakeup() {
 // wanted is a partition in a fetch request, with the generation of its
 // fetch position at the time.
 type wanted struct {
-	p   *partition
-	gen uint64
-	off int64
+	p        *partition
+	gen      uint64
+	off      int64
+	follower bool // fetched from a preferred read replica, not from the leader
 }
+
+// leaderHWInterval is how often a session that fetches partitions from a
+// follower asks their leaders for the high watermark (ListOffsets): a
+// follower's trails the leader's, and lag, catch-up and --wait must see the
+// leader's.
+const leaderHWInterval = time.Second
 
 func (s *session) run() {
 	defer s.mir.wg.Done()
@@ -81,6 +90,7 @@ func (s *session) run() {
 			}
 			if err = kerr.ErrorForCode(fr.ErrorCode); err == nil {
 				s.deliver(fr, want, reserved)
+				s.leaderHWs(want)
 				continue
 			}
 		}
@@ -92,6 +102,10 @@ func (s *session) run() {
 			s.log.Info("fetch failed", zap.Error(err))
 		}
 		for _, w := range want {
+			if w.follower {
+				s.fail(w, fmt.Errorf("%w: source fetch of %s from broker %d: %w", errFollowerFetch, w.p.key, s.broker, err))
+				continue
+			}
 			s.fail(w, fmt.Errorf("source fetch of %s from broker %d: %w", w.p.key, s.broker, err))
 		}
 	}
@@ -128,14 +142,35 @@ func (s *session) members() []*partition {
 func (s *session) build(parts []*partition) (*kmsg.FetchRequest, []wanted) {
 	m := s.mir.m
 	req := m.newFetchRequest()
-	s.mir.settings.Load().applyTo(req)
+	settings := s.mir.settings.Load()
+	settings.applyTo(req)
+	if settings != nil {
+		// Only the sessions send the rack: a leader may answer it with a
+		// preferred read replica instead of records (deliver), which the
+		// one-off fetches of the leader (fetchOnce) must not get.
+		req.Rack = settings.ClientRack
+	}
 	var want []wanted
+	var expired []wanted
 	var sum int64
 	defer func() { req.MaxBytes = int32(min(int64(req.MaxBytes), max(sum, 1))) }()
+	defer func() {
+		for _, w := range expired {
+			// Fetched from a follower for as long as it may be: ask
+			// the leader again, which may name a replica again.
+			if s.mir.move(w.p, s, w.gen, -1) {
+				s.log.Debug("preferred read replica expired: fetching from the leader", zap.Stringer("partition", w.p.key))
+			}
+		}
+	}()
 	topics := make(map[string]int)
+	now := time.Now()
 	for _, p := range parts {
-		off, maxBytes, gen, ok := p.takeFetch(s)
+		off, maxBytes, gen, follower, ok := p.takeFetch(s, now)
 		if !ok {
+			if follower {
+				expired = append(expired, wanted{p: p, gen: gen})
+			}
 			continue
 		}
 		ti, ok := topics[p.key.Topic]
@@ -147,7 +182,7 @@ func (s *session) build(parts []*partition) (*kmsg.FetchRequest, []wanted) {
 			req.Topics = append(req.Topics, t)
 		}
 		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, newFetchPartition(p.key.Partition, off, maxBytes))
-		want = append(want, wanted{p: p, gen: gen, off: off})
+		want = append(want, wanted{p: p, gen: gen, off: off, follower: follower})
 		sum += int64(maxBytes)
 	}
 	return req, want
@@ -181,9 +216,28 @@ func (s *session) deliver(fr *kmsg.FetchResponse, want []wanted, reserved int64)
 			w.p.fetchAnswered(w.gen, nil, -1, -1, 0)
 			continue
 		}
+		if w.follower && ans.ErrorCode != 0 {
+			// Any error of a follower sends the partition back to the
+			// leader; what it means is the leader's to say.
+			err := kerr.ErrorForCode(ans.ErrorCode)
+			s.mir.m.met.countError(opFetch, err)
+			s.fail(w, fmt.Errorf("%w: fetch of %s at offset %d from broker %d: %w", errFollowerFetch, w.p.key, w.off, s.broker, err))
+			continue
+		}
 		if err := fetchError(w.p.key, w.off, ans.ErrorCode); err != nil {
 			s.mir.m.met.countError(opFetch, err)
 			s.fail(w, err)
+			continue
+		}
+		if r := ans.PreferredReadReplica; r >= 0 && r != s.broker && !w.follower && len(ans.RecordBatches) == 0 {
+			// The leader names a replica in the client's rack (KIP-392)
+			// and returns no records: fetch from there. Its answer
+			// carries the leader's high watermark.
+			w.p.fetchAnswered(w.gen, nil, ans.HighWatermark, ans.LogStartOffset, 0)
+			if s.mir.move(w.p, s, w.gen, r) {
+				s.mir.m.met.redirects.WithLabelValues(s.mir.name).Inc()
+				s.log.Debug("fetching from the preferred read replica", zap.Stringer("partition", w.p.key), zap.Int32("replica", r))
+			}
 			continue
 		}
 		records := ans.RecordBatches
@@ -197,9 +251,74 @@ func (s *session) deliver(fr *kmsg.FetchResponse, want []wanted, reserved int64)
 			// larger than MaxBytes.
 			s.mir.m.budget.force(charged - max(reserved, charged-n))
 		}
+		if w.follower {
+			// A follower's high watermark trails the leader's: lag and
+			// catch-up go by the leader's (leaderHWs). The records are
+			// the same, below the follower's high watermark.
+			s.mir.m.met.followerBytes.WithLabelValues(s.mir.name).Add(float64(n))
+			w.p.fetchAnswered(w.gen, records, -1, -1, n)
+			continue
+		}
 		w.p.fetchAnswered(w.gen, records, ans.HighWatermark, ans.LogStartOffset, n)
 	}
 	s.mir.m.budget.release(reserved - charged)
+}
+
+// leaderHWs asks the leaders for the high watermarks of the partitions of
+// want that were fetched from this follower, at most every
+// leaderHWInterval (kgo sends ListOffsets to each partition's leader). A
+// failure keeps the last ones: the follower fetches go on either way.
+func (s *session) leaderHWs(want []wanted) {
+	if time.Since(s.hwAt) < leaderHWInterval {
+		return
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	topics := make(map[string]int)
+	parts := make(map[Partition]wanted)
+	for _, w := range want {
+		if !w.follower {
+			continue
+		}
+		ti, ok := topics[w.p.key.Topic]
+		if !ok {
+			ti = len(req.Topics)
+			topics[w.p.key.Topic] = ti
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = w.p.key.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = w.p.key.Partition
+		rp.CurrentLeaderEpoch = -1
+		rp.Timestamp = -1
+		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
+		parts[w.p.key] = w
+	}
+	if len(parts) == 0 {
+		return
+	}
+	sent := time.Now()
+	s.hwAt = sent
+	resp, err := req.RequestWith(s.mir.ctx, s.mir.cl)
+	if err != nil {
+		s.mir.m.met.countError(opListOffsets, err)
+		s.log.Debug("leader high watermarks of followed partitions", zap.Error(err))
+		return
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			w, ok := parts[Partition{Mirror: s.mir.name, Topic: rt.Topic, Partition: rp.Partition}]
+			if !ok {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				s.mir.m.met.countError(opListOffsets, err)
+				continue
+			}
+			w.p.leaderHW(w.gen, sent, rp.Offset)
+		}
+	}
 }
 
 // fail detaches the partition and queues err for its driver, unless the
@@ -249,16 +368,38 @@ func newFetchPartition(partition int32, offset int64, maxBytes int32) kmsg.Fetch
 // The partition's side of the hand-over.
 
 // takeFetch returns the partition's fetch position if session s should
-// fetch it now, and marks the fetch in flight.
-func (p *partition) takeFetch(s *session) (offset int64, maxBytes int32, gen uint64, ok bool) {
+// fetch it now, and marks the fetch in flight; follower tells that s is a
+// preferred read replica. With !ok and follower, the time to fetch from the
+// replica is over: the session moves the partition back to its leader.
+func (p *partition) takeFetch(s *session, now time.Time) (offset int64, maxBytes int32, gen uint64, follower, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := &p.fetch
-	if f.sess != s || !f.active || f.inflight || f.queued >= p.m.cfg.bufferBytes {
-		return 0, 0, 0, false
+	if f.sess != s || !f.active || f.inflight {
+		return 0, 0, 0, false, false
 	}
-	f.inflight, f.sentAt = true, time.Now()
-	return f.offset, f.maxBytes, f.gen, true
+	follower = f.replica >= 0 && f.replica == s.broker
+	if follower && !now.Before(f.until) {
+		return 0, 0, f.gen, true, false
+	}
+	if f.queued >= p.m.cfg.bufferBytes {
+		return 0, 0, 0, false, false
+	}
+	f.inflight, f.sentAt = true, now
+	return f.offset, f.maxBytes, f.gen, follower, true
+}
+
+// leaderHW takes the leader's high watermark hw of a partition fetched from
+// a follower, asked at sent, if generation gen is still current.
+func (p *partition) leaderHW(gen uint64, sent time.Time, hw int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if gen != p.fetch.gen || hw < 0 {
+		return
+	}
+	p.srcHW = hw
+	p.markLocked(sent, hw)
+	p.updateLagLocked()
 }
 
 func (p *partition) fetchGen() uint64 {

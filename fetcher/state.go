@@ -48,7 +48,9 @@ type PartitionStatus struct {
 	State State
 
 	// SourceHighWatermark and SourceLogStartOffset come from the last fetch
-	// response; DestinationLogEndOffset from the last ListOffsets or produce
+	// response of the leader (while fetched from a follower: the high
+	// watermark from the leader's ListOffsets, every second, and the log
+	// start offset of the last leader answer); DestinationLogEndOffset from the last ListOffsets or produce
 	// response of the local broker. -1 when unknown.
 	SourceHighWatermark, SourceLogStartOffset, DestinationLogEndOffset int64
 
@@ -66,6 +68,13 @@ type PartitionStatus struct {
 	// from: a caught-up partition shows about one fetch round trip (up to
 	// the fetch wait when idle).
 	LagTime time.Duration
+
+	// FromFollower is set while the partition is fetched from a source
+	// follower, Follower: a KIP-392 preferred read replica that its leader
+	// named for the mirror's client.rack. SourceHighWatermark stays the
+	// leader's (ListOffsets), not the follower's, which trails it.
+	FromFollower bool
+	Follower     int32
 
 	// LastFetch is when a fetch of the partition from the source last
 	// succeeded; zero if none has since the driver started.

@@ -21,7 +21,15 @@ func TestMain(m *testing.M) {
 	// Client quotas measured over 2 windows of 1 s instead of 11: the
 	// burst a new quota lets through, and its echo when it leaves the
 	// windows, last a second, not ten (TestSourceQuota).
-	opts.Source.BrokerConfig = map[string]string{"quota.window.num": "2", "quota.window.size.seconds": "1"}
+	// Racks on the source and Kafka's rack-aware replica selector, for
+	// follower fetching (TestFollowerFetching): a client without a rack,
+	// every other test's, still fetches from the leaders.
+	opts.Source.Racks = map[int32]string{1: "rack-1", 2: "rack-2"}
+	opts.Source.BrokerConfig = map[string]string{
+		"quota.window.num":          "2",
+		"quota.window.size.seconds": "1",
+		"replica.selector.class":    "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+	}
 	opts.Sidecars = true
 	// SCRAM-SHA-512 on the destination's client listener besides PLAIN:
 	// the sidecars' authorizer probe logs in with a temporary SCRAM user,

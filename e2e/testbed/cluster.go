@@ -53,6 +53,9 @@ type ClusterOptions struct {
 	JVMOptions []string
 	// BrokerConfig overrides or adds server.properties entries.
 	BrokerConfig map[string]string
+	// Racks sets broker.rack of the nodes, by node ID (nodes not named
+	// have none).
+	Racks map[int32]string
 	// Hosts, if set, runs node i in Hosts[i], a host of a multi-host bed,
 	// bound to that host's address on the standard ports; otherwise nodes
 	// bind free loopback ports.
@@ -439,6 +442,9 @@ func (n *Node) writeConfig() error {
 		return err
 	}
 	maps.Copy(props, c.opts.BrokerConfig)
+	if rack, ok := c.opts.Racks[n.ID]; ok {
+		props["broker.rack"] = rack
+	}
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(props)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
