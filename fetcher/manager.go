@@ -27,10 +27,10 @@ type Manager struct {
 	log    *zap.Logger
 	met    *metrics
 	thm    *throttleMetrics
-	thr    *throttle     // mirror.replication.throttled.rate; rate 0: no limit
+	thr    *throttle                         // mirror.replication.throttled.rate; rate 0: no limit
 	thrSel atomic.Pointer[throttleSelection] // nil: every partition is throttled
-	budget *budget       // fetched bytes held (mirror.buffer.memory.bytes)
-	zst    *zstd.Encoder // filler batches
+	budget *budget                           // fetched bytes held (mirror.buffer.memory.bytes)
+	zst    *zstd.Encoder                     // filler batches
 
 	// ctx lives until Close has stopped every partition; the appender, the
 	// notifier's producers and the source sessions run under it.

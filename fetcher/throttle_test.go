@@ -166,7 +166,7 @@ func TestThrottleSetRate(t *testing.T) {
 	}
 	th.setRate(0)
 	before := clk.Now()
-	if !th.limited() == false || !th.due() || !th.wait(context.Background(), nil) || clk.Now() != before {
+	if th.limited() || !th.due() || !th.wait(context.Background(), nil) || clk.Now() != before {
 		t.Fatalf("rate 0: limited %v, due %v, waited %s", th.limited(), th.due(), clk.Now().Sub(before))
 	}
 	// Back to a rate: the bucket starts full, not in the old debt.
@@ -196,7 +196,9 @@ func TestThrottleWaitInterrupted(t *testing.T) {
 // topic without an entry whole, the others as listed.
 func TestThrottleSelection(t *testing.T) {
 	m := &Manager{}
-	part := func(topic string, n int32) *partition { return &partition{key: Partition{Mirror: "m", Topic: topic, Partition: n}} }
+	part := func(topic string, n int32) *partition {
+		return &partition{key: Partition{Mirror: "m", Topic: topic, Partition: n}}
+	}
 	if !m.throttledPartition(part("a", 0)) {
 		t.Fatal("no selection set: a partition is not throttled")
 	}
