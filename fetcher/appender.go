@@ -100,7 +100,8 @@ func (a *appender) run() {
 			// meanwhile, never waiting for it. Batches are taken off
 			// the queues only when they go, so a partition that stops
 			// meanwhile can withdraw them.
-			if t.due() {
+			due := t.due()
+			if due {
 				if req, items, size := a.next(t.requestLimit(), a.m.throttledPartition); len(items) > 0 {
 					t.take(size)
 					a.send(req, items)
@@ -111,8 +112,8 @@ func (a *appender) run() {
 				a.send(req, items)
 				continue
 			}
-			if t.due() {
-				break // nothing queued
+			if due {
+				break // nothing queued (a submit wakes the loop again)
 			}
 			// A submit or a new throttle setting (poke) ends the wait
 			// early, to look again.
