@@ -172,6 +172,9 @@ func TestKIPCLICommands(t *testing.T) {
 	// 8.3 is set on: the owner of k8-my-topic-0.
 	var throttledBroker string
 	top := t // the test, for cleanups that outlive a step
+	// The sidecars' mirrored bytes of the other mirror before the throttle
+	// is measured.
+	var throttleBase map[int32]sidecarSample
 	// The partition the test fails: its describe row, as the sidecars
 	// give it in --json, and the config it changed.
 	var failedRow protocol.PartitionDetail
@@ -376,6 +379,20 @@ func TestKIPCLICommands(t *testing.T) {
 		// replica drains; then, with the replicas listing another
 		// partition, the same partition is not throttled.
 		{name: "the throttle takes effect at 1 MB/s",
+			before: func(t *testing.T) {
+				// Hold the partition back (1 byte/s) while its backlog is
+				// written, so the source is ahead during the whole window.
+				setRate := atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--alter", "--add-config", "mirror.replication.throttled.rate=1")
+				if setRate.Code != 0 {
+					t.Fatalf("set the rate to 1: exit %d, %s", setRate.Code, setRate.Stderr)
+				}
+				id, _ := strconv.Atoi(throttledBroker)
+				wait.For(t, 30*time.Second, "sidecar "+throttledBroker+" to apply the rate 1", func() bool {
+					return sidecarGauge(t, int32(id), "sidemirror_replication_throttled_rate_bytes") == 1
+				})
+				produceBacklog(t, myTopc, []int32{0}, 7000) // about 7 MB: 7 s at 1 MB/s
+				throttleBase = mirroredBytesBySidecar(t, m2)
+			},
 			run: func(t *testing.T) cliResult {
 				return atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--alter", "--add-config", "mirror.replication.throttled.rate=1000000")
 			},
@@ -383,12 +400,7 @@ func TestKIPCLICommands(t *testing.T) {
 			after: func(t *testing.T) {
 				const rate = 1_000_000
 				id, _ := strconv.Atoi(throttledBroker)
-				wait.For(t, 30*time.Second, "sidecar "+throttledBroker+" to apply the rate", func() bool {
-					return sidecarGauge(t, int32(id), "sidemirror_replication_throttled_rate_bytes") == rate
-				})
-				base := mirroredBytesBySidecar(t, m2)
-				produceBacklog(t, myTopc, []int32{0}, 7000) // about 7 MB: 7 s at the rate
-				rates := sidecarRates(t, m2, base)
+				rates := sidecarRates(t, m2, throttleBase)
 				got, ok := rates[int32(id)]
 				if !ok {
 					t.Fatalf("sidecar %s did not mirror during the window (rates %v)", throttledBroker, rates)
