@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
 	"github.com/sidemirror/sidemirror/protocol"
@@ -180,7 +181,8 @@ func TestKIPCLICommands(t *testing.T) {
 	var failedRow protocol.PartitionDetail
 	var oldMaxMessageBytes string
 
-	adm := kadm.NewClient(newClient(t, env.Destination, testbed.Admin))
+	destCl := newClient(t, env.Destination, testbed.Admin)
+	adm := kadm.NewClient(destCl)
 	setMaxMessageBytes := func(t *testing.T, v string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -478,8 +480,10 @@ func TestKIPCLICommands(t *testing.T) {
 		{name: "recover",
 			before: func(t *testing.T) {
 				setMaxMessageBytes(t, oldMaxMessageBytes)
-				wait.For(t, 30*time.Second, "the destination to show max.message.bytes="+oldMaxMessageBytes+" again", func() bool {
-					return maxMessageBytes(t) == oldMaxMessageBytes
+				// Every broker, the partition's leader among them, must have
+				// applied it before the retry appends again.
+				wait.For(t, 30*time.Second, "every destination broker to show max.message.bytes="+oldMaxMessageBytes+" again", func() bool {
+					return everyBrokerShows(t, destCl, myTopc, "max.message.bytes", oldMaxMessageBytes)
 				})
 			},
 			args: []string{"--recover", "--topics", myTopc, "--mirror", m2},
@@ -570,6 +574,27 @@ func TestKIPCLICommands(t *testing.T) {
 			break // the later steps build on this one
 		}
 	}
+}
+
+// everyBrokerShows reports whether every destination broker's own
+// DescribeConfigs answer (each broker answers from its metadata) gives
+// topic's key the value v.
+func everyBrokerShows(t *testing.T, cl *kgo.Client, topic, key, v string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range env.Destination.Nodes() {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, topic, []string{key}
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(n.ID)))
+		if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 || len(resp.Resources[0].Configs) != 1 ||
+			resp.Resources[0].Configs[0].Value == nil || *resp.Resources[0].Configs[0].Value != v {
+			return false
+		}
+	}
+	return true
 }
 
 // ownLines keeps the header of a --list or --describe table and the rows of
