@@ -26,6 +26,23 @@ import (
 type fakeDataPlane struct {
 	mu         sync.Mutex
 	setMirrors map[string]int // mirror -> SetMirror calls
+	throttle   *fetcher.ReplicationThrottle
+}
+
+func (d *fakeDataPlane) SetReplicationThrottle(rt fetcher.ReplicationThrottle) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.throttle = &rt
+}
+
+// lastThrottle returns the throttle last set, if any.
+func (d *fakeDataPlane) lastThrottle() (fetcher.ReplicationThrottle, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.throttle == nil {
+		return fetcher.ReplicationThrottle{}, false
+	}
+	return *d.throttle, true
 }
 
 func (d *fakeDataPlane) SetMirrorSettings(string, fetcher.MirrorSettings) error { return nil }

@@ -148,6 +148,21 @@ func (a *admin) authorize(z authorizer, req protocol.Request) protocol.Response 
 	return check(acl.OpAll, acl.ResourceCluster, acl.ClusterName)
 }
 
+// configACLResource returns the ACL resource that guards a config
+// resource: a mirror's CLUSTER_MIRROR; for the throttle configs of BROKER
+// and TOPIC resources the CLUSTER, as Kafka guards broker configs
+// (ALTER_CONFIGS, DESCRIBE_CONFIGS on CLUSTER). checked is false for the
+// types the endpoint does not serve (the handler refuses them).
+func configACLResource(resourceType int8, name string) (aclType int8, aclName string, checked bool) {
+	switch resourceType {
+	case protocol.ResourceTypeClusterMirror:
+		return acl.ResourceClusterMirror, name, true
+	case protocol.ResourceTypeBroker, protocol.ResourceTypeTopic:
+		return acl.ResourceCluster, acl.ClusterName, true
+	}
+	return 0, "", false
+}
+
 // authorizeAlterConfigs splits an IncrementalAlterConfigs request's
 // resources into those the caller may alter (ALTER_CONFIGS) and the denied
 // ones, answered with CLUSTER_AUTHORIZATION_FAILED; handle handles the
@@ -155,11 +170,12 @@ func (a *admin) authorize(z authorizer, req protocol.Request) protocol.Response 
 func (a *admin) authorizeAlterConfigs(z authorizer, r *protocol.IncrementalAlterConfigsRequest,
 	handle func(*protocol.IncrementalAlterConfigsRequest) protocol.Response) protocol.Response {
 	allowed, denied := splitDenied(r.Resources, func(res protocol.AlterConfigsResource) (protocol.AlterConfigsResourceResponse, bool) {
-		if res.ResourceType != protocol.ResourceTypeClusterMirror || z.mirror(acl.OpAlterConfigs, res.ResourceName) {
+		rt, name, checked := configACLResource(res.ResourceType, res.ResourceName)
+		if !checked || z.allowed(acl.OpAlterConfigs, rt, name) {
 			return protocol.AlterConfigsResourceResponse{}, false
 		}
 		return protocol.AlterConfigsResourceResponse{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
-			ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpAlterConfigs, acl.ResourceClusterMirror, res.ResourceName))}, true
+			ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpAlterConfigs, rt, name))}, true
 	})
 	if len(denied) == 0 {
 		return handle(r)
@@ -179,11 +195,12 @@ func (a *admin) authorizeAlterConfigs(z authorizer, r *protocol.IncrementalAlter
 func (a *admin) authorizeDescribeConfigs(z authorizer, r *protocol.DescribeConfigsRequest,
 	handle func(*protocol.DescribeConfigsRequest) protocol.Response) protocol.Response {
 	allowed, denied := splitDenied(r.Resources, func(res protocol.DescribeConfigsResource) (protocol.DescribeConfigsResult, bool) {
-		if res.ResourceType != protocol.ResourceTypeClusterMirror || z.mirror(acl.OpDescribeConfigs, res.ResourceName) {
+		rt, name, checked := configACLResource(res.ResourceType, res.ResourceName)
+		if !checked || z.allowed(acl.OpDescribeConfigs, rt, name) {
 			return protocol.DescribeConfigsResult{}, false
 		}
 		return protocol.DescribeConfigsResult{ResourceType: res.ResourceType, ResourceName: res.ResourceName,
-			ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpDescribeConfigs, acl.ResourceClusterMirror, res.ResourceName))}, true
+			ErrorCode: kerr.ClusterAuthorizationFailed.Code, ErrorMessage: strPtr(z.deniedMessage(acl.OpDescribeConfigs, rt, name))}, true
 	})
 	if len(denied) == 0 {
 		return handle(r)

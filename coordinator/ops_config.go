@@ -24,7 +24,7 @@ import (
 // settings' fingerprint changes (syncSources).
 
 // onlyClusterMirrors is the error of every other resource type.
-const onlyClusterMirrors = "the sidecar admin endpoint serves only CLUSTER_MIRROR (64) resources"
+const onlyClusterMirrors = "the sidecar admin endpoint serves only CLUSTER_MIRROR (64) resources, and the throttle configs of BROKER (4) and TOPIC (2) resources"
 
 // configError is the outcome of one resource: a Kafka error code and an
 // operator-facing message that never holds a secret value.
@@ -37,26 +37,38 @@ func configErr(code *kerr.Error, format string, args ...any) *configError {
 	return &configError{code: code.Code, msg: fmt.Sprintf(format, args...)}
 }
 
+// servedResource reports whether the config APIs serve a resource type.
+func servedResource(t int8) bool {
+	return t == protocol.ResourceTypeClusterMirror || t == protocol.ResourceTypeBroker || t == protocol.ResourceTypeTopic
+}
+
 // incrementalAlterConfigs handles IncrementalAlterConfigs: one outcome per
-// resource, each resource altered on its own.
+// resource, each resource altered on its own (BROKER and TOPIC resources
+// in throttle.go).
 func (a *admin) incrementalAlterConfigs(ctx context.Context, r *protocol.IncrementalAlterConfigsRequest) protocol.Response {
 	resp := &protocol.IncrementalAlterConfigsResponse{}
-	listed := map[string]int{}
+	type resource struct {
+		typ  int8
+		name string
+	}
+	listed := map[resource]int{}
 	for _, res := range r.Resources {
-		if res.ResourceType == protocol.ResourceTypeClusterMirror {
-			listed[res.ResourceName]++
-		}
+		listed[resource{res.ResourceType, res.ResourceName}]++
 	}
 	for _, res := range r.Resources {
 		out := protocol.AlterConfigsResourceResponse{ResourceType: res.ResourceType, ResourceName: res.ResourceName}
 		var err *configError
-		switch {
-		case res.ResourceType != protocol.ResourceTypeClusterMirror:
+		switch n := listed[resource{res.ResourceType, res.ResourceName}]; {
+		case !servedResource(res.ResourceType):
 			err = configErr(kerr.InvalidRequest, "%s; resource type %d is not one", onlyClusterMirrors, res.ResourceType)
-		case listed[res.ResourceName] > 1:
-			err = configErr(kerr.InvalidRequest, "mirror %s is listed %d times in the request; list it once", res.ResourceName, listed[res.ResourceName])
-		default:
+		case n > 1 && res.ResourceType == protocol.ResourceTypeClusterMirror:
+			err = configErr(kerr.InvalidRequest, "mirror %s is listed %d times in the request; list it once", res.ResourceName, n)
+		case n > 1:
+			err = configErr(kerr.InvalidRequest, "%s %s is listed %d times in the request; list it once", resourceKind(res.ResourceType), res.ResourceName, n)
+		case res.ResourceType == protocol.ResourceTypeClusterMirror:
 			err = a.alterMirror(ctx, res, r.ValidateOnly)
+		default:
+			err = a.alterBrokerOrTopic(ctx, res, r.ValidateOnly)
 		}
 		if err != nil {
 			out.ErrorCode, out.ErrorMessage = err.code, strPtr(err.msg)
@@ -335,6 +347,8 @@ func (a *admin) describeConfigs(r *protocol.DescribeConfigsRequest) protocol.Res
 		out := protocol.DescribeConfigsResult{ResourceType: res.ResourceType, ResourceName: res.ResourceName}
 		m := st.Mirrors[res.ResourceName]
 		switch {
+		case res.ResourceType == protocol.ResourceTypeBroker || res.ResourceType == protocol.ResourceTypeTopic:
+			out = describeBrokerOrTopic(st, res, r.IncludeSynonyms, r.IncludeDocumentation)
 		case res.ResourceType != protocol.ResourceTypeClusterMirror:
 			out.ErrorCode = kerr.InvalidRequest.Code
 			out.ErrorMessage = strPtr(fmt.Sprintf("%s; resource type %d is not one", onlyClusterMirrors, res.ResourceType))

@@ -223,7 +223,7 @@ func TestAlterConfigsResources(t *testing.T) {
 	c.waitLeader()
 	raftnodetest.ApplyOK(t, c.Running()[1], fsm.CreateMirror{Name: "m", Config: fsmtest.BootstrapConfig()})
 	req := &protocol.IncrementalAlterConfigsRequest{Resources: []protocol.AlterConfigsResource{
-		{ResourceType: 2, ResourceName: "a-topic", Configs: []protocol.AlterableConfig{set("retention.ms", "1")}},
+		{ResourceType: 8, ResourceName: "1", Configs: []protocol.AlterableConfig{set("kafka.server", "DEBUG")}}, // BROKER_LOGGER
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "nope", Configs: []protocol.AlterableConfig{set(RefreshIntervalKey, "5000")}},
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "m", Configs: []protocol.AlterableConfig{set(RefreshIntervalKey, "5000")}},
 	}}
@@ -231,8 +231,8 @@ func TestAlterConfigsResources(t *testing.T) {
 	if len(resp.Responses) != 3 {
 		t.Fatalf("outcomes %+v", resp.Responses)
 	}
-	wantCode(t, "a topic", resp.Responses[0].ErrorCode, resp.Responses[0].ErrorMessage, kerr.InvalidRequest.Code,
-		"the sidecar admin endpoint serves only CLUSTER_MIRROR (64) resources")
+	wantCode(t, "a broker logger", resp.Responses[0].ErrorCode, resp.Responses[0].ErrorMessage, kerr.InvalidRequest.Code,
+		"the sidecar admin endpoint serves only CLUSTER_MIRROR (64) resources, and the throttle configs of BROKER (4) and TOPIC (2) resources; resource type 8")
 	wantCode(t, "an unknown mirror", resp.Responses[1].ErrorCode, resp.Responses[1].ErrorMessage, kerr.ResourceNotFound.Code, "mirror nope does not exist")
 	wantCode(t, "a mirror", resp.Responses[2].ErrorCode, resp.Responses[2].ErrorMessage, 0)
 }
@@ -275,7 +275,7 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "m"},
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "m", ConfigurationKeys: []string{"sasl.jaas.config", ReplicationFactorKey, "x"}},
 		{ResourceType: protocol.ResourceTypeClusterMirror, ResourceName: "nope"},
-		{ResourceType: 4, ResourceName: "1"},
+		{ResourceType: 8, ResourceName: "1"}, // BROKER_LOGGER
 	}}
 	req.SetVersion(4)
 	resp := c.do(1, req).(*protocol.DescribeConfigsResponse)
@@ -338,7 +338,7 @@ func TestDescribeMirrorConfigs(t *testing.T) {
 		}
 	}
 	wantCode(t, "an unknown mirror", resp.Results[2].ErrorCode, resp.Results[2].ErrorMessage, kerr.ResourceNotFound.Code, "mirror nope does not exist")
-	wantCode(t, "a broker", resp.Results[3].ErrorCode, resp.Results[3].ErrorMessage, kerr.InvalidRequest.Code, "serves only CLUSTER_MIRROR (64)")
+	wantCode(t, "a broker logger", resp.Results[3].ErrorCode, resp.Results[3].ErrorMessage, kerr.InvalidRequest.Code, "serves only CLUSTER_MIRROR (64)")
 }
 
 func TestAlterMirrorPatternsCommand(t *testing.T) {

@@ -28,6 +28,7 @@ type DataPlane interface {
 	Start(p fetcher.Partition) error
 	Stop(ctx context.Context, p fetcher.Partition) error
 	Status() []fetcher.PartitionStatus
+	SetReplicationThrottle(rt fetcher.ReplicationThrottle)
 }
 
 // DataPlaneEvents is what the data plane reports to the coordinator
@@ -91,6 +92,9 @@ type reconciler struct {
 	retries    map[fetcher.Partition]*retryState
 	nextRetry  time.Time        // when the next automatic retry is due; zero if none
 	restartGen map[string]int64 // RestartGen of each topic seen by reconcile
+	// throttle is the data plane's throttle as last set (throttle.go);
+	// only the loop's goroutine uses it.
+	throttle *fetcher.ReplicationThrottle
 }
 
 // owned is a partition this sidecar drives: where it stands in the
@@ -190,6 +194,7 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 	}
 	st := r.ctl.State()
 	r.syncSources(st)
+	r.syncThrottle(st)
 	if r.loader != nil {
 		if err := r.loader.refresh(ctx, st); err != nil && ctx.Err() == nil {
 			r.log.Warn("mirror state coordinator", zap.Error(err))

@@ -26,6 +26,7 @@ type scriptedPlane struct {
 
 func (d *scriptedPlane) SetMirror(string, []kgo.Opt, fetcher.MirrorSettings) error { return nil }
 func (d *scriptedPlane) SetMirrorSettings(string, fetcher.MirrorSettings) error    { return nil }
+func (d *scriptedPlane) SetReplicationThrottle(fetcher.ReplicationThrottle)        {}
 func (d *scriptedPlane) RemoveMirror(string)                                       {}
 func (d *scriptedPlane) Stop(context.Context, fetcher.Partition) error             { return nil }
 

@@ -86,24 +86,47 @@ func (a *appender) run() {
 			return
 		}
 		for a.m.ctx.Err() == nil {
-			limit := maxProduceRequestBytes
-			if t := a.m.thr; t != nil {
-				// Wait before taking batches off the queues, so a
-				// partition that stops meanwhile can withdraw them.
-				if !t.wait(a.m.ctx) {
-					return
+			t := a.m.thr
+			if !t.limited() {
+				req, items, _ := a.next(maxProduceRequestBytes, nil)
+				if len(items) == 0 {
+					break
 				}
-				limit = t.requestLimit()
+				a.send(req, items)
+				continue
 			}
-			req, items, size := a.next(limit)
-			if len(items) == 0 {
-				break
+			// A throttled request goes whenever the bucket is out of
+			// debt; the partitions the throttle does not select go
+			// meanwhile, never waiting for it. Batches are taken off
+			// the queues only when they go, so a partition that stops
+			// meanwhile can withdraw them.
+			due := t.due()
+			if due {
+				if req, items, size := a.next(t.requestLimit(), a.m.throttledPartition); len(items) > 0 {
+					t.take(size)
+					a.send(req, items)
+					continue
+				}
 			}
-			if t := a.m.thr; t != nil {
-				t.take(size)
+			if req, items, _ := a.next(maxProduceRequestBytes, a.m.unthrottledPartition); len(items) > 0 {
+				a.send(req, items)
+				continue
 			}
-			a.send(req, items)
+			if due {
+				break // nothing queued (a submit wakes the loop again)
+			}
+			// A submit or a new throttle setting (poke) ends the wait
+			// early, to look again.
+			t.wait(a.m.ctx, a.wake)
 		}
+	}
+}
+
+// poke makes the loop look at the queues and the throttle again.
+func (a *appender) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -121,10 +144,11 @@ func (a *appender) shutdown() {
 	}
 }
 
-// next takes the head batch of each ready partition, round robin, into one
-// request of at most limit bytes of batches (or one larger batch); it
-// returns the request, its items and their bytes.
-func (a *appender) next(limit int) (*kmsg.ProduceRequest, []*appendItem, int) {
+// next takes the head batch of each ready partition that only selects
+// (nil: every one), round robin, into one request of at most limit bytes of
+// batches (or one larger batch); it returns the request, its items and
+// their bytes.
+func (a *appender) next(limit int, only func(*partition) bool) (*kmsg.ProduceRequest, []*appendItem, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var (
@@ -142,6 +166,10 @@ func (a *appender) next(limit int) (*kmsg.ProduceRequest, []*appendItem, int) {
 			continue // one batch per partition per request
 		}
 		seen[p] = true
+		if only != nil && !only(p) {
+			skipped = append(skipped, p)
+			continue
+		}
 		// A transactional batch goes alone: the request names its
 		// transactional ID, which the broker authorizes.
 		if txn := q[0].txn != nil; txn && len(items) > 0 {

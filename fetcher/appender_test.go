@@ -20,7 +20,7 @@ func TestTransactionalBatchGoesAlone(t *testing.T) {
 		txnID string
 	}
 	for i, w := range []want{{[]int32{0, 2}, ""}, {[]int32{1}, tp.id}, {[]int32{0}, ""}} {
-		req, items, _ := a.next(maxProduceRequestBytes)
+		req, items, _ := a.next(maxProduceRequestBytes, nil)
 		var got []int32
 		for _, it := range items {
 			got = append(got, it.p.key.Partition)
@@ -38,7 +38,7 @@ func TestTransactionalBatchGoesAlone(t *testing.T) {
 			}
 		}
 	}
-	if req, items, _ := a.next(maxProduceRequestBytes); req != nil || len(items) != 0 {
+	if req, items, _ := a.next(maxProduceRequestBytes, nil); req != nil || len(items) != 0 {
 		t.Fatalf("a fourth request with %d items", len(items))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -26,9 +27,10 @@ type Manager struct {
 	log    *zap.Logger
 	met    *metrics
 	thm    *throttleMetrics
-	thr    *throttle     // nil: no mirror.replication.throttled.rate
-	budget *budget       // fetched bytes held (mirror.buffer.memory.bytes)
-	zst    *zstd.Encoder // filler batches
+	thr    *throttle                         // mirror.replication.throttled.rate; rate 0: no limit
+	thrSel atomic.Pointer[throttleSelection] // nil: every partition is throttled
+	budget *budget                           // fetched bytes held (mirror.buffer.memory.bytes)
+	zst    *zstd.Encoder                     // filler batches
 
 	// ctx lives until Close has stopped every partition; the appender, the
 	// notifier's producers and the source sessions run under it.
@@ -95,9 +97,7 @@ func NewManager(opts ...Opt) (*Manager, error) {
 		parts:   make(map[Partition]*partition),
 	}
 	thm.rate.Set(float64(c.throttleRate))
-	if c.throttleRate > 0 {
-		m.thr = newThrottle(c.throttleRate, c.clock, thm.appendWait)
-	}
+	m.thr = newThrottle(c.throttleRate, c.clock, thm.appendWait)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.app = newAppender(m)
 	m.pids = newProducerIDs(m)

@@ -3,7 +3,8 @@ package protocol
 import "github.com/twmb/franz-go/pkg/kbin"
 
 // DescribeConfigs (key 32), Kafka's own schema, versions 0-4. The admin
-// endpoint serves it for CLUSTER_MIRROR (64) resources (KIP-1279 §4.9).
+// endpoint serves it for CLUSTER_MIRROR (64) resources (KIP-1279 §4.9), and
+// for the throttle configs of BROKER (4) and TOPIC (2) resources (§4.12).
 // Version 0's IsDefault has no field of its own here: it is ConfigSource ==
 // ConfigSourceDefault on the wire, and reads back as ConfigSourceDefault or
 // -1 (unknown).
@@ -89,6 +90,7 @@ import "github.com/twmb/franz-go/pkg/kbin"
 const (
 	ConfigSourceUnknown         int8 = 0
 	ConfigSourceDynamicResource int8 = 1 // Kafka's DYNAMIC_TOPIC_CONFIG
+	ConfigSourceDynamicBroker   int8 = 2 // Kafka's DYNAMIC_BROKER_CONFIG
 	ConfigSourceDefault         int8 = 5 // Kafka's DEFAULT_CONFIG
 )
 

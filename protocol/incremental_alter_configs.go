@@ -5,7 +5,8 @@ import "github.com/twmb/franz-go/pkg/kbin"
 // IncrementalAlterConfigs (key 44), Kafka's own schema, versions 0-1. The
 // admin endpoint serves it for CLUSTER_MIRROR (64) resources, named after
 // the mirror (KIP-1279 §4.9), so that a mirror's configuration can be
-// changed as kafka-configs.sh --entity-type cluster-mirrors does.
+// changed as kafka-configs.sh --entity-type cluster-mirrors does, and for
+// the throttle configs of BROKER (4) and TOPIC (2) resources (§4.12).
 //
 //	{
 //	  "apiKey": 44,
@@ -60,9 +61,18 @@ import "github.com/twmb/franz-go/pkg/kbin"
 
 // ResourceTypeClusterMirror is the config resource type of a mirror
 // (KIP-1279's ConfigResource.Type.CLUSTER_MIRROR); the resource name is the
-// mirror name. It is the only config resource type the admin endpoint
-// serves.
+// mirror name.
 const ResourceTypeClusterMirror int8 = 64
+
+// ResourceTypeTopic and ResourceTypeBroker are Kafka's config resource
+// types of a topic (named after it) and a broker (named by its ID). The
+// admin endpoint serves them for the destination-side throttle configs of
+// KIP-1279 §4.12 only (mirror.replication.throttled.replicas,
+// mirror.replication.throttled.rate), which the sidecars keep.
+const (
+	ResourceTypeTopic  int8 = 2
+	ResourceTypeBroker int8 = 4
+)
 
 // Config operations of IncrementalAlterConfigs (Kafka's OpType).
 const (

@@ -117,9 +117,11 @@ type Config struct {
 	Limits Limits
 
 	// ThrottledRate caps the bytes per second this sidecar appends to its
-	// broker for all mirrors and partitions together
+	// broker for all mirrors and throttled partitions together
 	// (mirror.replication.throttled.rate, KIP-1279's destination-side
-	// throttle); 0 is no limit.
+	// throttle); 0 is no limit. It is the initial rate: a dynamic
+	// mirror.replication.throttled.rate of the broker in the raft state
+	// replaces it while set (coordinator/throttle.go).
 	ThrottledRate int64
 
 	// BufferMemory bounds the fetched record bytes this sidecar holds at

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,8 +33,8 @@ func (cfg *Config) validateAdmin() error {
 	switch {
 	case cfg.entityConflict:
 		return errors.New("--mirror and --entity-name name different mirrors; give one of them")
-	case cfg.EntityType != "" && cfg.EntityType != clusterMirrorsEntityType:
-		return fmt.Errorf("--entity-type %s is not served by the sidecars; only %s is", cfg.EntityType, clusterMirrorsEntityType)
+	case cfg.EntityType != "" && !slices.Contains(entityTypes, cfg.EntityType):
+		return fmt.Errorf("--entity-type %s is not served by the sidecars; they serve %s", cfg.EntityType, strings.Join(entityTypes, ", "))
 	case sidecarActions[a] && cfg.Mirror != "":
 		return fmt.Errorf("--mirror is not valid with --%s", a)
 	case a == "alter" && cfg.AddConfigFlag == "" && cfg.AddConfigFile == "" && len(cfg.DeleteConfig) == 0:

@@ -116,8 +116,8 @@ func TestAlter(t *testing.T) {
 		},
 		{
 			name:     "another entity type",
-			args:     []string{"--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a=b"},
-			wantErr:  "Error: --entity-type topics is not served by the sidecars; only cluster-mirrors is\n",
+			args:     []string{"--alter", "--entity-type", "clients", "--entity-name", "t", "--add-config", "a=b"},
+			wantErr:  "Error: --entity-type clients is not served by the sidecars; they serve cluster-mirrors, brokers, topics\n",
 			wantCode: 1,
 		},
 		{

@@ -108,11 +108,18 @@ Option                                  Description
                                           --alter: comma-separated keys.
 --describe                              Describe a cluster mirror including
                                           partition lag and state.
---entity-name <String: mirror>          kafka-configs.sh's spelling of
-                                          --mirror, with --entity-type
-                                          cluster-mirrors.
---entity-type <String: entity type>     kafka-configs.sh's entity type; only
-                                          cluster-mirrors is served.
+--entity-name <String: entity name>     kafka-configs.sh's entity name: the
+                                          mirror (--mirror) with
+                                          --entity-type cluster-mirrors, the
+                                          broker ID with brokers, the topic
+                                          with topics.
+--entity-type <String: entity type>     kafka-configs.sh's entity type:
+                                          cluster-mirrors; brokers and topics
+                                          for the throttle configs
+                                          mirror.replication.throttled.rate
+                                          and
+                                          mirror.replication.throttled.replicas
+                                          (with --alter or --describe).
 --exclude <String: exclude patterns>    Comma-separated list of topic names or
                                           regex patterns to exclude from
                                           mirroring. Only valid with --start.
@@ -220,6 +227,7 @@ type Config struct {
 	AddConfigFile  string   // --add-config-file
 	DeleteConfig   []string // --delete-config, split on commas
 	EntityType     string   // --entity-type
+	EntityName     string   // --entity-name of --entity-type brokers or topics (configs.go)
 	BrokerID       int64    // --broker-id
 	brokerIDGiven  bool
 	entityConflict bool                  // --mirror and --entity-name differ
@@ -270,7 +278,9 @@ func configFromFlags(c *cli.Context) Config {
 		AdminAddress:  c.String("admin-address"),
 		ACL:           aclFlagsFrom(c),
 	}
-	if name := c.String("entity-name"); name != "" {
+	if name := c.String("entity-name"); name != "" && cfg.configEntity() {
+		cfg.EntityName = name
+	} else if name != "" {
 		if cfg.Mirror != "" && cfg.Mirror != name {
 			cfg.entityConflict = true
 		}
@@ -337,6 +347,8 @@ func (cfg *Config) Validate() error {
 		return err
 	}
 	switch {
+	case cfg.configEntity():
+		return cfg.validateEntity()
 	case a != "list" && a != "describe" && !sidecarActions[a] && !aclActions[a] && cfg.Mirror == "":
 		return fmt.Errorf("--%s requires --mirror", a)
 	case a == "list" && cfg.Mirror != "":

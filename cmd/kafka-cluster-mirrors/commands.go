@@ -58,7 +58,9 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 	case "list":
 		err = listMirrors(ctx, cl, cfg.JSON, stdout)
 	case "describe":
-		if cfg.Watch {
+		if cfg.configEntity() {
+			err = describeEntity(ctx, cl, cfg, stdout)
+		} else if cfg.Watch {
 			err = watchMirrors(parent, cl, cfg, stdout, stderr)
 		} else {
 			err = describeMirrors(ctx, cl, cfg, stdout, stderr)
@@ -70,7 +72,11 @@ func execute(ctx context.Context, cfg Config, cl client, dial dialer, stdout, st
 			err = waitCaughtUp(parent, cl, cfg, done, stdout, stderr)
 		}
 	case "alter":
-		err = alterMirror(ctx, cl, cfg.Mirror, cfg.AddConfig, cfg.DeleteConfig, stdout)
+		if cfg.configEntity() {
+			err = alterEntity(ctx, cl, cfg, stdout)
+		} else {
+			err = alterMirror(ctx, cl, cfg.Mirror, cfg.AddConfig, cfg.DeleteConfig, stdout)
+		}
 	case "add-sidecar":
 		err = addSidecar(ctx, cl, dial, int32(cfg.BrokerID), cfg.RaftAddress, cfg.AdminAddress, stdout)
 	case "remove-sidecar":

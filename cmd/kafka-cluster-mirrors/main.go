@@ -12,7 +12,8 @@
 // main stays thin (main.go): cli.go parses the flags into a Config and
 // validates it, commands.go runs one action against a client and prints its
 // outcome, wait.go --start/--resume --wait and --describe --watch, admin.go
-// --alter and the actions on the sidecars' raft group, acls.go the ACL
+// --alter and the actions on the sidecars' raft group, configs.go the
+// throttle configs of --entity-type brokers and topics, acls.go the ACL
 // actions (kafka-acls.sh --cluster-mirror), security.go the client security
 // of --command-config. Exit codes (docs/operations.md): 0 on success, 1 on
 // any other error (usage, connection, Kafka error codes), 2 for settings

@@ -37,6 +37,8 @@ const (
 	CmdSetDiverged         CommandType = 19
 	CmdCreateAdminACLs     CommandType = 20
 	CmdDeleteAdminACLs     CommandType = 21
+	CmdAlterBrokerConfig   CommandType = 22
+	CmdAlterTopicConfig    CommandType = 23
 )
 
 func (t CommandType) String() string {
@@ -92,6 +94,8 @@ var codecs = map[CommandType]codec{
 	CmdSetDiverged:         {"SetDiverged", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[SetDiverged]}},
 	CmdCreateAdminACLs:     {"CreateAdminACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[CreateAdminACLs]}},
 	CmdDeleteAdminACLs:     {"DeleteAdminACLs", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[DeleteAdminACLs]}},
+	CmdAlterBrokerConfig:   {"AlterBrokerConfig", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[AlterBrokerConfig]}},
+	CmdAlterTopicConfig:    {"AlterTopicConfig", 1, map[uint8]func([]byte) (Command, error){1: decodeBody[AlterTopicConfig]}},
 }
 
 // EncodeCommand encodes c: byte 0 is the command type, byte 1 the command

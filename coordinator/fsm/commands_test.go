@@ -44,6 +44,8 @@ func allCommands() []fsm.Command {
 			Principal: "User:mirror-admin", Host: "*", Operation: acl.OpAlter, Permission: acl.PermissionAllow}}},
 		fsm.DeleteAdminACLs{Filters: []acl.Filter{{ResourceType: acl.ResourceClusterMirror, ResourceName: strPtr("m"), PatternType: acl.PatternLiteral,
 			Principal: strPtr("User:mirror-admin"), Host: strPtr("*"), Operation: acl.OpAlter, Permission: acl.PermissionAllow}}},
+		fsm.AlterBrokerConfig{Broker: 4, Set: map[string]string{fsm.ThrottledRateKey: "100000000"}, Delete: []string{"x"}},
+		fsm.AlterTopicConfig{Topic: "t", Set: map[string]string{fsm.ThrottledReplicasKey: "0:4"}, Delete: []string{"y"}},
 	}
 }
 

@@ -19,6 +19,7 @@
 //	apply.go     validation and application of every command: the only code that changes a State
 //	names.go     mirror and topic name rules (KIP-1279 §1.1), ValidatePattern for proposers
 //	acls.go      CreateAdminACLs, DeleteAdminACLs: the admin endpoint's ACLs (DESIGN D15)
+//	throttle.go  AlterBrokerConfig, AlterTopicConfig: the destination-side throttle configs (KIP-1279 §4.12) and their parsers
 //	fsm.go       FSM: Apply under the lock, Read, Watch, Index, ResultAt, Snapshot and Restore
 //	codes.go     the Kafka error codes Results carry
 //	errors.go    sentinel errors

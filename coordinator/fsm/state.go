@@ -29,6 +29,13 @@ type State struct {
 	// membership), in the order they were created, without duplicates. nil
 	// when empty; omitted from snapshots then.
 	AdminACLs []acl.Binding `json:"adminAcls,omitempty"`
+	// BrokerConfigs are the dynamic broker configs the sidecars keep
+	// (mirror.replication.throttled.rate, throttle.go), by broker ID, and
+	// TopicConfigs their topic configs
+	// (mirror.replication.throttled.replicas), by topic name. nil when
+	// empty; omitted from snapshots then.
+	BrokerConfigs map[int32]map[string]string  `json:"brokerConfigs,omitempty"`
+	TopicConfigs  map[string]map[string]string `json:"topicConfigs,omitempty"`
 }
 
 // Mirror is one cluster mirror (KIP-1279 §1.1).
@@ -250,6 +257,18 @@ func (s *State) Clone() *State {
 		}
 	}
 	c.AdminACLs = slices.Clone(s.AdminACLs)
+	if s.BrokerConfigs != nil {
+		c.BrokerConfigs = make(map[int32]map[string]string, len(s.BrokerConfigs))
+		for b, cfg := range s.BrokerConfigs {
+			c.BrokerConfigs[b] = maps.Clone(cfg)
+		}
+	}
+	if s.TopicConfigs != nil {
+		c.TopicConfigs = make(map[string]map[string]string, len(s.TopicConfigs))
+		for t, cfg := range s.TopicConfigs {
+			c.TopicConfigs[t] = maps.Clone(cfg)
+		}
+	}
 	return c
 }
 
@@ -375,7 +394,7 @@ func (s *State) Validate() error {
 			}
 		}
 	}
-	return nil
+	return s.validateConfigs()
 }
 
 // replicaOrderProblem describes what is wrong with a recorded replica

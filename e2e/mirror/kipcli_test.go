@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
 	"github.com/sidemirror/sidemirror/protocol"
@@ -91,10 +92,12 @@ type kipStep struct {
 // 8.4's kafka-acls.sh commands (the bed's admin endpoint is PLAINTEXT, so
 // they are stored, not enforced; e2e/adminsec TestKIPRoles enforces them),
 // and the reference implementation's --describe --failed, --topics,
-// --state, --json and --recover. The destination-side throttle commands of
-// section 8.3 (kafka-configs.sh --entity-type brokers and topics) are not
-// served: mirror.replication.throttled.rate is a sidecar setting
-// (docs/configuration.md).
+// --state, --json and --recover. Section 8.3's destination-side throttle
+// (kafka-configs.sh --entity-type brokers and topics) is set on the
+// owner of a partition, described, measured at 1 MB/s +-10% from the
+// sidecar's appended bytes without a restart, checked to leave the
+// partition that the throttled replicas do not list unthrottled, and
+// deleted.
 func TestKIPCLICommands(t *testing.T) {
 	dumpLogs(t)
 	const (
@@ -166,12 +169,20 @@ func TestKIPCLICommands(t *testing.T) {
 	// The source-side quota of section 8.3 names the client ID of the
 	// fetcher that drives orders-us: broker-<its broker>-fetcher-0-mirror-<mirror>.
 	var fetcherClientID string
+	// The broker whose sidecar the destination-side throttle of section
+	// 8.3 is set on: the owner of k8-my-topic-0.
+	var throttledBroker string
+	top := t // the test, for cleanups that outlive a step
+	// The sidecars' mirrored bytes of the other mirror before the throttle
+	// is measured.
+	var throttleBase map[int32]sidecarSample
 	// The partition the test fails: its describe row, as the sidecars
 	// give it in --json, and the config it changed.
 	var failedRow protocol.PartitionDetail
 	var oldMaxMessageBytes string
 
-	adm := kadm.NewClient(newClient(t, env.Destination, testbed.Admin))
+	destCl := newClient(t, env.Destination, testbed.Admin)
+	adm := kadm.NewClient(destCl)
 	setMaxMessageBytes := func(t *testing.T, v string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -323,6 +334,121 @@ func TestKIPCLICommands(t *testing.T) {
 				waitCaughtUp(t, m1, us, 2*time.Minute)
 			}},
 
+		// Section 8.3's destination-side throttle, run as the KIP writes it
+		// on the broker that leads k8-my-topic-0 (the KIP's broker 4).
+		{name: "8.3 kafka-configs destination-side rate on a broker",
+			before: func(t *testing.T) {
+				for _, tp := range describe(t, m2).Topics {
+					for _, p := range tp.Partitions {
+						if tp.TopicName == myTopc && p.PartitionIndex == 0 {
+							throttledBroker = strconv.Itoa(int(p.OwnerBrokerId))
+						}
+					}
+				}
+				if throttledBroker == "" {
+					t.Fatalf("describe names no owner of %s-0", myTopc)
+				}
+				top.Cleanup(func() { // in case a later step fails: the package's other tests run unthrottled
+					atBroker(top, "--entity-type", "brokers", "--entity-name", throttledBroker, "--alter", "--delete-config", "mirror.replication.throttled.rate")
+					atBroker(top, "--entity-type", "topics", "--entity-name", myTopc, "--alter", "--delete-config", "mirror.replication.throttled.replicas")
+				})
+			},
+			run: func(t *testing.T) cliResult {
+				return atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--alter", "--add-config", "mirror.replication.throttled.rate=100000000")
+			},
+			want: func(*testing.T) string { return "Completed updating config for broker " + throttledBroker + ".\n" }},
+		{name: "8.3 kafka-configs throttled replicas of a topic",
+			run: func(t *testing.T) cliResult {
+				return atBroker(t, "--entity-type", "topics", "--entity-name", myTopc, "--alter", "--add-config", "mirror.replication.throttled.replicas=[0:"+throttledBroker+"]")
+			},
+			want: text("Completed updating config for topic " + myTopc + ".\n")},
+		{name: "kafka-configs --describe of the broker",
+			run: func(t *testing.T) cliResult {
+				return atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--describe")
+			},
+			want: func(*testing.T) string {
+				return "Dynamic configs for broker " + throttledBroker + " are:\n" +
+					"  mirror.replication.throttled.rate=100000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:mirror.replication.throttled.rate=100000000}\n"
+			}},
+		{name: "kafka-configs --describe of the topic",
+			args: []string{"--entity-type", "topics", "--entity-name", myTopc, "--describe"},
+			want: func(*testing.T) string {
+				return "Dynamic configs for topic " + myTopc + " are:\n" +
+					"  mirror.replication.throttled.replicas=0:" + throttledBroker + " sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:mirror.replication.throttled.replicas=0:" + throttledBroker + "}\n"
+			}},
+		// The rate takes effect without a restart: 1 MB/s measured from
+		// the sidecar's appended bytes while a backlog of the throttled
+		// replica drains; then, with the replicas listing another
+		// partition, the same partition is not throttled.
+		{name: "the throttle takes effect at 1 MB/s",
+			before: func(t *testing.T) {
+				// Hold the partition back (1 byte/s) while its backlog is
+				// written, so the source is ahead during the whole window.
+				setRate := atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--alter", "--add-config", "mirror.replication.throttled.rate=1")
+				if setRate.Code != 0 {
+					t.Fatalf("set the rate to 1: exit %d, %s", setRate.Code, setRate.Stderr)
+				}
+				id, _ := strconv.Atoi(throttledBroker)
+				wait.For(t, 30*time.Second, "sidecar "+throttledBroker+" to apply the rate 1", func() bool {
+					return sidecarGauge(t, int32(id), "sidemirror_replication_throttled_rate_bytes") == 1
+				})
+				produceBacklog(t, myTopc, []int32{0}, 7000) // about 7 MB: 7 s at 1 MB/s
+				throttleBase = mirroredBytesBySidecar(t, m2)
+			},
+			run: func(t *testing.T) cliResult {
+				return atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--alter", "--add-config", "mirror.replication.throttled.rate=1000000")
+			},
+			want: func(*testing.T) string { return "Completed updating config for broker " + throttledBroker + ".\n" },
+			after: func(t *testing.T) {
+				const rate = 1_000_000
+				id, _ := strconv.Atoi(throttledBroker)
+				rates := sidecarRates(t, m2, throttleBase)
+				got, ok := rates[int32(id)]
+				if !ok {
+					t.Fatalf("sidecar %s did not mirror during the window (rates %v)", throttledBroker, rates)
+				}
+				if got < 0.9*rate || got > 1.1*rate {
+					t.Fatalf("sidecar %s appended %.0f bytes/s, want %d +-10%%", throttledBroker, got, rate)
+				}
+				waitCaughtUp(t, m2, myTopc, 2*time.Minute)
+
+				// The replicas no longer list partition 0 on this broker:
+				// it is not throttled any more, at the same rate. 4 MB at
+				// 1 MB/s would take at least 3.9 s.
+				r := atBroker(t, "--entity-type", "topics", "--entity-name", myTopc, "--alter", "--add-config", "mirror.replication.throttled.replicas=[1:"+throttledBroker+"]")
+				if r.Code != 0 {
+					t.Fatalf("set the replicas to 1:%s: exit %d, %s", throttledBroker, r.Code, r.Stderr)
+				}
+				wait.For(t, 30*time.Second, "the replicas 1:"+throttledBroker+" in the raft state", func() bool {
+					return strings.Contains(atBroker(t, "--entity-type", "topics", "--entity-name", myTopc, "--describe").Stdout, "=1:"+throttledBroker+" ")
+				})
+				start := time.Now()
+				produceBacklog(t, myTopc, []int32{0}, 4000)
+				src := endOffsets(t, env.Source, myTopc)
+				wait.For(t, time.Minute, myTopc+"-0 to catch up", func() bool {
+					return endOffsets(t, env.Destination, myTopc)[0] == src[0]
+				})
+				took := time.Since(start)
+				t.Logf("4 MB to %s-0, not a throttled replica, mirrored %s after the produce began", myTopc, took.Round(time.Millisecond))
+				if took > 3*time.Second {
+					t.Fatalf("%s-0 took %s to mirror 4 MB once its replica was no longer throttled: it is still throttled at 1 MB/s", myTopc, took)
+				}
+				waitCaughtUp(t, m2, myTopc, 2*time.Minute)
+			}},
+		{name: "kafka-configs --delete-config of the rate",
+			run: func(t *testing.T) cliResult {
+				return atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--alter", "--delete-config", "mirror.replication.throttled.rate")
+			},
+			want: func(*testing.T) string { return "Completed updating config for broker " + throttledBroker + ".\n" }},
+		{name: "kafka-configs --delete-config of the replicas",
+			args: []string{"--entity-type", "topics", "--entity-name", myTopc, "--alter", "--delete-config", "mirror.replication.throttled.replicas"},
+			want: text("Completed updating config for topic " + myTopc + ".\n")},
+		{name: "kafka-configs --describe of the broker, deleted",
+			run: func(t *testing.T) cliResult {
+				return atBroker(t, "--entity-type", "brokers", "--entity-name", throttledBroker, "--describe")
+			},
+			want: func(*testing.T) string { return "Dynamic configs for broker " + throttledBroker + " are:\n" }},
+
 		{name: "describe --failed",
 			before: func(t *testing.T) {
 				oldMaxMessageBytes = maxMessageBytes(t)
@@ -354,8 +480,10 @@ func TestKIPCLICommands(t *testing.T) {
 		{name: "recover",
 			before: func(t *testing.T) {
 				setMaxMessageBytes(t, oldMaxMessageBytes)
-				wait.For(t, 30*time.Second, "the destination to show max.message.bytes="+oldMaxMessageBytes+" again", func() bool {
-					return maxMessageBytes(t) == oldMaxMessageBytes
+				// Every broker, the partition's leader among them, must have
+				// applied it before the retry appends again.
+				wait.For(t, 30*time.Second, "every destination broker to show max.message.bytes="+oldMaxMessageBytes+" again", func() bool {
+					return everyBrokerShows(t, destCl, myTopc, "max.message.bytes", oldMaxMessageBytes)
 				})
 			},
 			args: []string{"--recover", "--topics", myTopc, "--mirror", m2},
@@ -446,6 +574,27 @@ func TestKIPCLICommands(t *testing.T) {
 			break // the later steps build on this one
 		}
 	}
+}
+
+// everyBrokerShows reports whether every destination broker's own
+// DescribeConfigs answer (each broker answers from its metadata) gives
+// topic's key the value v.
+func everyBrokerShows(t *testing.T, cl *kgo.Client, topic, key, v string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range env.Destination.Nodes() {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, topic, []string{key}
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(n.ID)))
+		if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 || len(resp.Resources[0].Configs) != 1 ||
+			resp.Resources[0].Configs[0].Value == nil || *resp.Resources[0].Configs[0].Value != v {
+			return false
+		}
+	}
+	return true
 }
 
 // ownLines keeps the header of a --list or --describe table and the rows of

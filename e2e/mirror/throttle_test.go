@@ -92,31 +92,42 @@ func mirroredBytesBySidecar(t *testing.T, mirror string) map[int32]sidecarSample
 	return out
 }
 
-// TestThrottledRate mirrors a backlog with
-// mirror.replication.throttled.rate=1000000 on every sidecar and measures
-// each sidecar's appended bytes per second over four seconds of the drain:
-// 1 MB/s +-10% (the rate is per sidecar, as KIP-1279's is per broker).
-func TestThrottledRate(t *testing.T) {
-	dumpLogs(t)
-	const mirror, topic, rate = "throttled", "throttled", 1_000_000
-	restartWith(t, "mirror.replication.throttled.rate", strconv.Itoa(rate), "0")
-	createSourceTopic(t, topic, 3, nil)
-	// 3 x 7,000 records of 1,000 B, uncompressed: about 7 MB per partition,
-	// about 7 s per sidecar at the rate (one partition each, mostly), in
-	// batches of about 32 KB. Bytes count when the broker answers an
-	// append, and up to 5 appends are in flight per partition: small
-	// batches keep what is in flight at either end of the window (at most
-	// 160 KB) small against the 4 MB it measures.
+// sidecarGauge reads the unlabelled metric name of sidecar id; -1 when it
+// cannot be read.
+func sidecarGauge(t *testing.T, id int32, name string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	page, err := env.Sidecars.Sidecar(id).Metrics(ctx)
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(page) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// produceBacklog writes perPartition records of 1,000 B, uncompressed, to
+// each of the partitions of topic on the source, in batches of about 32 KB.
+// Bytes count when the broker answers an append, and up to 5 appends are in
+// flight per partition: small batches keep what is in flight at either end
+// of a measurement window (at most 160 KB) small against the 4 MB it
+// measures at 1 MB/s.
+func produceBacklog(t *testing.T, topic string, partitions []int32, perPartition int) {
+	t.Helper()
 	cl := newClient(t, env.Source, testbed.Admin, kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(32<<10))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	value := bytes.Repeat([]byte("0123456789"), 100)
-	const perPartition = 7000
 	for i := 0; i < perPartition; i += 500 {
 		var rs []*kgo.Record
-		for p := range int32(3) {
-			for j := i; j < i+500; j++ {
+		for _, p := range partitions {
+			for j := i; j < min(i+500, perPartition); j++ {
 				rs = append(rs, &kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "k%d", j), Value: value})
 			}
 		}
@@ -124,14 +135,18 @@ func TestThrottledRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	createMirror(t, mirror)
-	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+}
 
-	// Measure from 1.5 s after the first bytes, over four seconds, on
-	// every sidecar whose bytes moved.
+// sidecarRates measures each sidecar's appended bytes per second of mirror
+// (sidemirror_mirrored_bytes_total): it waits until some sidecar's bytes
+// grew past base (nil: zero), then measures over four seconds starting
+// 1.5 s later, and returns the rates of the sidecars whose bytes moved in
+// the window.
+func sidecarRates(t *testing.T, mirror string, base map[int32]sidecarSample) map[int32]float64 {
+	t.Helper()
 	testwait.Every(50*time.Millisecond).For(t, time.Minute, "the first mirrored bytes", func() bool {
-		for _, b := range mirroredBytesBySidecar(t, mirror) {
-			if b.bytes > 0 {
+		for id, b := range mirroredBytesBySidecar(t, mirror) {
+			if b.bytes > base[id].bytes {
 				return true
 			}
 		}
@@ -141,20 +156,41 @@ func TestThrottledRate(t *testing.T) {
 	s0 := mirroredBytesBySidecar(t, mirror)
 	time.Sleep(4 * time.Second) // the measurement window
 	s1 := mirroredBytesBySidecar(t, mirror)
-	measured := 0
+	out := map[int32]float64{}
 	for id, end := range s1 {
 		moved, d := end.bytes-s0[id].bytes, end.at.Sub(s0[id].at)
 		if moved == 0 {
 			continue // this sidecar drives none of the partitions
 		}
-		got := moved / d.Seconds()
-		t.Logf("sidecar %d: %.0f bytes in %s: %.0f bytes/s", id, moved, d.Round(time.Millisecond), got)
+		out[id] = moved / d.Seconds()
+		t.Logf("sidecar %d: %.0f bytes in %s: %.0f bytes/s", id, moved, d.Round(time.Millisecond), out[id])
+	}
+	return out
+}
+
+// TestThrottledRate mirrors a backlog with
+// mirror.replication.throttled.rate=1000000 on every sidecar and measures
+// each sidecar's appended bytes per second over four seconds of the drain:
+// 1 MB/s +-10% (the rate is per sidecar, as KIP-1279's is per broker).
+func TestThrottledRate(t *testing.T) {
+	dumpLogs(t)
+	const mirror, topic, rate = "throttled", "throttled", 1_000_000
+	restartWith(t, "mirror.replication.throttled.rate", strconv.Itoa(rate), "0")
+	createSourceTopic(t, topic, 3, nil)
+	// 3 x 7,000 records of 1,000 B: about 7 MB per partition, about 7 s
+	// per sidecar at the rate (one partition each, mostly).
+	const perPartition = 7000
+	produceBacklog(t, topic, []int32{0, 1, 2}, perPartition)
+	createMirror(t, mirror)
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+
+	rates := sidecarRates(t, mirror, nil)
+	for id, got := range rates {
 		if got < 0.9*rate || got > 1.1*rate {
 			t.Errorf("sidecar %d appended %.0f bytes/s, want %d +-10%%", id, got, rate)
 		}
-		measured++
 	}
-	if measured == 0 {
+	if len(rates) == 0 {
 		t.Fatal("no sidecar mirrored during the window")
 	}
 	waitCaughtUp(t, mirror, topic, 2*time.Minute)
