@@ -46,36 +46,54 @@ func NewPeers(opts ...protocol.ClientOpt) *Peers {
 }
 
 // Do sends req to the sidecar at addr. A transport error closes that
-// connection so the next call redials.
+// connection so the next call redials. A pooled connection that another
+// call found broken (its request still waiting for the connection) did
+// not send req: Do then sends it once more on a fresh connection, so that
+// a request queued behind a timed-out one is not reported as failed, nor,
+// by Forward, as a command that may have been applied.
 func (p *Peers) Do(ctx context.Context, addr string, req protocol.Request) (protocol.Response, error) {
-	p.mu.Lock()
-	c := p.conns[addr]
-	p.mu.Unlock()
-	if c == nil {
-		var err error
-		c, err = protocol.Dial(ctx, addr, p.opts...)
+	for attempt := 0; ; attempt++ {
+		c, err := p.conn(ctx, addr)
 		if err != nil {
-			return nil, &dialError{addr: addr, err: err}
+			return nil, err
 		}
-		p.mu.Lock()
-		if old := p.conns[addr]; old != nil {
-			c.Close()
-			c = old
-		} else {
-			p.conns[addr] = c
+		resp, err := c.Do(ctx, req)
+		if err == nil {
+			return resp, nil
 		}
-		p.mu.Unlock()
-	}
-	resp, err := c.Do(ctx, req)
-	if err != nil {
 		p.mu.Lock()
 		if p.conns[addr] == c {
 			delete(p.conns, addr)
 		}
 		p.mu.Unlock()
 		c.Close()
+		if !errors.Is(err, protocol.ErrClientClosed) || attempt > 0 || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	return resp, err
+}
+
+// conn returns the pooled connection to addr, dialling one if there is
+// none.
+func (p *Peers) conn(ctx context.Context, addr string) (*protocol.Client, error) {
+	p.mu.Lock()
+	c := p.conns[addr]
+	p.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := protocol.Dial(ctx, addr, p.opts...)
+	if err != nil {
+		return nil, &dialError{addr: addr, err: err}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old := p.conns[addr]; old != nil {
+		c.Close()
+		return old, nil
+	}
+	p.conns[addr] = c
+	return c, nil
 }
 
 // Forward implements Forwarder with the ApplyCommand API.
@@ -83,7 +101,7 @@ func (p *Peers) Forward(ctx context.Context, leaderAdminAddr string, command []b
 	resp, err := p.Do(ctx, leaderAdminAddr, &protocol.ApplyCommandRequest{Command: command})
 	if err != nil {
 		var de *dialError
-		if errors.As(err, &de) {
+		if errors.As(err, &de) || errors.Is(err, protocol.ErrClientClosed) {
 			return fsm.Result{}, fmt.Errorf("%w: %v", ErrNotDelivered, err)
 		}
 		return fsm.Result{}, fmt.Errorf("coordinator: forward to raft leader at %s: %w", leaderAdminAddr, err)
