@@ -574,8 +574,11 @@ func TestKIPCLICommands(t *testing.T) {
 				return code == s.code && r.Stderr == "" && out == want, msg
 			}
 			ok, msg := runStep()
-			if !ok && s.poll {
-				wait.For(t, time.Minute, s.name, func() bool { ok, msg = runStep(); return ok })
+			// A polled step fails with its last output beside the
+			// expected one, so a timeout shows what differed.
+			for deadline := time.Now().Add(time.Minute); !ok && s.poll && time.Now().Before(deadline); {
+				time.Sleep(200 * time.Millisecond)
+				ok, msg = runStep()
 			}
 			if !ok {
 				t.Fatal(msg)
