@@ -212,6 +212,18 @@ func TestTooManyElements(t *testing.T) {
 	if !errors.Is(err, ErrTooManyElements) {
 		t.Fatalf("%d patterns: %v", MaxRequestElements+1, err)
 	}
+	// Every request that takes topic patterns is bounded the same way.
+	for _, req := range []Request{
+		&PauseMirrorTopicsRequest{MirrorName: "m", TopicPatterns: make([]string, MaxRequestElements+1)},
+		&ResumeMirrorTopicsRequest{MirrorName: "m", TopicPatterns: make([]string, MaxRequestElements+1)},
+		&RecoverMirrorTopicsRequest{MirrorName: "m", TopicPatterns: make([]string, MaxRequestElements+1)},
+		&StartMirrorTopicsRequest{MirrorName: "m", TopicPatterns: make([]string, MaxRequestElements+1)},
+	} {
+		body := req.AppendTo(nil)
+		if err := req.ReadFrom(body); !errors.Is(err, ErrTooManyElements) {
+			t.Errorf("%T with %d patterns: %v, want %v", req, MaxRequestElements+1, err, ErrTooManyElements)
+		}
+	}
 	// Responses are not bounded by it.
 	resp := &DescribeLocalPartitionsResponse{Mirrors: make([]DescribedMirror, MaxRequestElements+1)}
 	if err := new(DescribeLocalPartitionsResponse).ReadFrom(resp.AppendTo(nil)); err != nil {

@@ -1,7 +1,5 @@
 package protocol
 
-import "github.com/twmb/franz-go/pkg/kbin"
-
 // PauseMirrorTopics (key 1006): pause mirroring topics; they stay read-only
 // and their metadata sync stops (KIP-1279). The KIP's request has no
 // patterns.
@@ -62,19 +60,15 @@ func (v *PauseMirrorTopicsRequest) ResponseKind() Response {
 
 // AppendTo appends the request body.
 func (v *PauseMirrorTopicsRequest) AppendTo(dst []byte) []byte {
-	dst = kbin.AppendCompactString(dst, v.MirrorName)
-	dst = appendArray(dst, v.Topics)
-	return appendTopicPatternsTag(dst, v.TopicPatterns)
+	return appendTopicsRequest(dst, v.MirrorName, v.Topics, v.TopicPatterns)
 }
 
 // ReadFrom decodes a request body.
 func (v *PauseMirrorTopicsRequest) ReadFrom(src []byte) error {
 	*v = PauseMirrorTopicsRequest{versioned: v.versioned}
-	d := newRequestDecoder(src)
-	v.MirrorName = d.string()
-	v.Topics = readArray[MirrorTopicData](d)
-	v.TopicPatterns = d.topicPatternsTag()
-	return d.finish()
+	var err error
+	v.MirrorName, v.Topics, v.TopicPatterns, err = readTopicsRequest(src)
+	return err
 }
 
 // PauseMirrorTopicsResponse answers PauseMirrorTopicsRequest.

@@ -1,7 +1,5 @@
 package protocol
 
-import "github.com/twmb/franz-go/pkg/kbin"
-
 // RecoverMirrorTopics (key 1015, sidemirror only): restart the FAILED
 // partitions of mirror topics, with new automatic retries. KIP-1279 says
 // FAILED partitions are recovered "through the CLI or the Admin API" but
@@ -59,19 +57,15 @@ func (v *RecoverMirrorTopicsRequest) ResponseKind() Response {
 
 // AppendTo appends the request body.
 func (v *RecoverMirrorTopicsRequest) AppendTo(dst []byte) []byte {
-	dst = kbin.AppendCompactString(dst, v.MirrorName)
-	dst = appendArray(dst, v.Topics)
-	return appendTopicPatternsTag(dst, v.TopicPatterns)
+	return appendTopicsRequest(dst, v.MirrorName, v.Topics, v.TopicPatterns)
 }
 
 // ReadFrom decodes a request body.
 func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
 	*v = RecoverMirrorTopicsRequest{versioned: v.versioned}
-	d := newDecoder(src)
-	v.MirrorName = d.string()
-	v.Topics = readArray[MirrorTopicData](d)
-	v.TopicPatterns = d.topicPatternsTag()
-	return d.finish()
+	var err error
+	v.MirrorName, v.Topics, v.TopicPatterns, err = readTopicsRequest(src)
+	return err
 }
 
 // RecoverMirrorTopicsResponse answers RecoverMirrorTopicsRequest.

@@ -1,7 +1,5 @@
 package protocol
 
-import "github.com/twmb/franz-go/pkg/kbin"
-
 // ResumeMirrorTopics (key 1007): resume paused topics from where they
 // stopped, without truncation (KIP-1279).
 //
@@ -61,19 +59,15 @@ func (v *ResumeMirrorTopicsRequest) ResponseKind() Response {
 
 // AppendTo appends the request body.
 func (v *ResumeMirrorTopicsRequest) AppendTo(dst []byte) []byte {
-	dst = kbin.AppendCompactString(dst, v.MirrorName)
-	dst = appendArray(dst, v.Topics)
-	return appendTopicPatternsTag(dst, v.TopicPatterns)
+	return appendTopicsRequest(dst, v.MirrorName, v.Topics, v.TopicPatterns)
 }
 
 // ReadFrom decodes a request body.
 func (v *ResumeMirrorTopicsRequest) ReadFrom(src []byte) error {
 	*v = ResumeMirrorTopicsRequest{versioned: v.versioned}
-	d := newRequestDecoder(src)
-	v.MirrorName = d.string()
-	v.Topics = readArray[MirrorTopicData](d)
-	v.TopicPatterns = d.topicPatternsTag()
-	return d.finish()
+	var err error
+	v.MirrorName, v.Topics, v.TopicPatterns, err = readTopicsRequest(src)
+	return err
 }
 
 // ResumeMirrorTopicsResponse answers ResumeMirrorTopicsRequest.

@@ -314,6 +314,25 @@ func (d *decoder) topicPatternsTag() []string {
 	return patterns
 }
 
+// appendTopicsRequest appends the request body that PauseMirrorTopics,
+// ResumeMirrorTopics and RecoverMirrorTopics share: a mirror name, its
+// topics and the tagged TopicPatterns (tag 0).
+func appendTopicsRequest(dst []byte, mirrorName string, topics []MirrorTopicData, patterns []string) []byte {
+	dst = kbin.AppendCompactString(dst, mirrorName)
+	dst = appendArray(dst, topics)
+	return appendTopicPatternsTag(dst, patterns)
+}
+
+// readTopicsRequest decodes the body appendTopicsRequest appends, bounded
+// by MaxRequestElements as every request is.
+func readTopicsRequest(src []byte) (mirrorName string, topics []MirrorTopicData, patterns []string, err error) {
+	d := newRequestDecoder(src)
+	mirrorName = d.string()
+	topics = readArray[MirrorTopicData](d)
+	patterns = d.topicPatternsTag()
+	return mirrorName, topics, patterns, d.finish()
+}
+
 // appendTopicsResponse appends the body shared by the responses of Start,
 // Stop, Pause and ResumeMirrorTopics.
 func appendTopicsResponse(dst []byte, throttleTimeMs int32, errorCode int16, errorMessage *string,
