@@ -1016,7 +1016,24 @@ func createTopic(ctx context.Context, c *testbed.Cluster, topic string, partitio
 	if err != nil {
 		return fmt.Errorf("creating %s on %s: %w", topic, c.Name(), err)
 	}
-	return nil
+	// A broker leads a partition in its metadata a moment before its log
+	// exists, and a producer that meets UNKNOWN_TOPIC_OR_PARTITION a few
+	// times gives up: with 2,000 partitions that moment is seconds long.
+	// The topic is ready once every partition has an end offset.
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		ends, err := c.EndOffsets(wctx, topic)
+		if err == nil && len(ends) == partitions {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("%s on %s: %d of %d partitions have an end offset after 2 minutes (last error: %v)",
+				topic, c.Name(), len(ends), partitions, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // topicBytes returns the size of topic's logs on c (one replica each).
