@@ -50,6 +50,9 @@ func (p *partition) reachedLocked(hw int64) bool {
 func (p *partition) fetchedLocked(sent time.Time, hw int64) {
 	fr := &p.fresh
 	fr.lastFetch, fr.trouble, fr.troubleErr = time.Now(), time.Time{}, nil
+	if p.srcErr && p.state != StateFailed {
+		p.lastErr, p.srcErr = "", false
+	}
 	if fr.unreach {
 		fr.unreach = false
 		p.log.Info("source reachable again")

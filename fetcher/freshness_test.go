@@ -200,6 +200,71 @@ func testSourceUnreachable(t *testing.T, down, up func(t *testing.T, px **kafkap
 	}
 }
 
+// TestSourceErrorEndsWithAFetch: a caught-up partition with no new
+// records shows no error once the source answers again. Replacing the
+// mirror's source client (new connection settings) is no error at all, and
+// a source that was away is an error only until the next successful fetch:
+// describe showed "mirror source client closed or replaced" under a
+// MIRRORING partition with lag 0 for good, because only an append ended it.
+func TestSourceErrorEndsWithAFetch(t *testing.T) {
+	const topic = "idle"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	upstream := e.src.ListenAddrs()[0]
+	px, err := kafkaproxy.Start("127.0.0.1:0", upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = px.Close() })
+	addr := px.Addr()
+	m := e.newManager(SourceUnreachableAfter(time.Second))
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RetryTimeout(time.Second)}
+	if err := m.SetMirror(testMirror, opts, MirrorSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	p := Partition{Mirror: testMirror, Topic: topic, Partition: 0}
+	e.produce(e.producer(kgo.NoCompression()), topic, []int32{0}, 0, 20, 10)
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0})
+
+	// fetchedAfter waits for a successful fetch later than at and returns
+	// the status then.
+	fetchedAfter := func(what string, at time.Time) PartitionStatus {
+		t.Helper()
+		var st PartitionStatus
+		testwait.For(t, waitTimeout, what, func() bool {
+			st = status(t, m, p)
+			return st.LastFetch.After(at)
+		})
+		return st
+	}
+	replaced := time.Now()
+	if err := m.SetMirror(testMirror, append(opts, kgo.ClientID("renamed")), MirrorSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	st := fetchedAfter("a fetch by the new source client", replaced)
+	if st.LastError != "" || st.State != StateMirroring {
+		t.Fatalf("after the source client was replaced: %s, error %q; want MIRRORING and no error", st.State, st.LastError)
+	}
+
+	_ = px.Close()
+	testwait.For(t, waitTimeout, "the fetch error shown", func() bool {
+		st = status(t, m, p)
+		return st.LastError != ""
+	})
+	if px, err = kafkaproxy.Start(addr, upstream); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	st = fetchedAfter("a fetch after the source is back", back)
+	if st.LastError != "" || st.State != StateMirroring || st.Lag != 0 {
+		t.Fatalf("after the source is back with no new records: %s, lag %d, error %q; want MIRRORING, lag 0 and no error",
+			st.State, st.Lag, st.LastError)
+	}
+	if n := e.compareTopic(topic); n != 20 {
+		t.Fatalf("compared %d records, want 20", n)
+	}
+}
+
 // status returns p's status.
 func status(t *testing.T, m *Manager, p Partition) PartitionStatus {
 	t.Helper()

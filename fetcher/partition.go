@@ -41,6 +41,7 @@ type partition struct {
 	mu      sync.Mutex // guards the fields below; taken after mirror.mu
 	state   State
 	lastErr string
+	srcErr  bool // lastErr is a failed fetch or source look-up: the next successful fetch ends it
 	perm    bool // FAILED for good: see PartitionStatus.Permanent
 	srcHW   int64
 	srcLSO  int64
@@ -208,7 +209,7 @@ func (p *partition) setStateLocked(ev partstate.Event, reason string) {
 	}
 	p.state = st
 	if reason != "" {
-		p.lastErr = reason
+		p.lastErr, p.srcErr = reason, false
 	}
 	p.m.notify.stateChanged(p.statusLocked())
 }
@@ -233,7 +234,15 @@ func (p *partition) requestStop() {
 
 func (p *partition) setLastError(err error) {
 	p.mu.Lock()
-	p.lastErr = err.Error()
+	p.lastErr, p.srcErr = err.Error(), false
+	p.mu.Unlock()
+}
+
+// setSourceError shows a failed fetch or source look-up as the last
+// error until a fetch succeeds again.
+func (p *partition) setSourceError(err error) {
+	p.mu.Lock()
+	p.lastErr, p.srcErr = err.Error(), true
 	p.mu.Unlock()
 }
 
@@ -658,7 +667,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 				// have taken longer than the backoff.
 				d := p.m.backoff(fetchErrs)
 				leaderAt = time.Now().Add(d)
-				p.setLastError(err)
+				p.setSourceError(err)
 				p.sourceTrouble(err)
 				p.log.Warn("no source leader yet", zap.Error(err), zap.Int("attempt", fetchErrs), zap.Duration("backoff", d))
 			} else {
@@ -842,7 +851,14 @@ func (p *partition) handleFetchError(ctx context.Context, mir *mirror, f *fetche
 	if IsFatal(err) {
 		return err
 	}
-	p.setLastError(err)
+	if errors.Is(err, errMirrorClosed) {
+		// The mirror's source client was replaced (new connection
+		// settings) or closed: not a fault, the next look-up uses the
+		// new client.
+		p.log.Debug("source client replaced: looking up the source leader again")
+		return nil
+	}
+	p.setSourceError(err)
 	if !errors.Is(err, kerr.OffsetOutOfRange) {
 		p.log.Info("fetch error: refreshing the source leader", zap.Error(err))
 		return nil

@@ -178,7 +178,7 @@ func (pl *pipeline) complete(it *appendItem) {
 	p.mu.Lock()
 	p.dstLEO = pl.leo
 	if p.state != StateFailed {
-		p.lastErr = "" // a retriable error is over once appends succeed again
+		p.lastErr, p.srcErr = "", false // a retriable error is over once appends succeed again
 	}
 	p.fillers += fillers
 	if n > 0 { // not a filler batch

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
@@ -473,7 +474,9 @@ func (p *partition) fetchFailed(s *session, gen uint64, err error) bool {
 	}
 	f.inflight, f.active = false, false
 	f.queue = append(f.queue, fetched{offset: f.offset, err: err})
-	p.sourceTroubleLocked(err)
+	if !errors.Is(err, errMirrorClosed) { // a replaced client is no trouble of the source
+		p.sourceTroubleLocked(err)
+	}
 	p.mu.Unlock()
 	p.wakeDriver()
 	return true
