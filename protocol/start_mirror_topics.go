@@ -334,7 +334,7 @@ func readTopicsRequest(src []byte) (mirrorName string, topics []MirrorTopicData,
 }
 
 // appendTopicsResponse appends the body shared by the responses of Start,
-// Stop, Pause and ResumeMirrorTopics.
+// Stop, Pause, Resume and RecoverMirrorTopics.
 func appendTopicsResponse(dst []byte, throttleTimeMs int32, errorCode int16, errorMessage *string,
 	mirrorName string, topics []MirrorTopicResult,
 ) []byte {
