@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -54,12 +52,9 @@ func kcat(t *testing.T, c *testbed.Cluster, u testbed.User, args ...string) []by
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kcat", append(c.KcatArgs(u), args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := c.Kcat(ctx, u, args...)
 	if err != nil {
-		t.Fatalf("kcat %v: %v\n%s", args, err, stderr.String())
+		t.Fatal(err)
 	}
 	return out
 }

@@ -140,10 +140,10 @@ func TestChaos(t *testing.T) {
 		for p := range partitions(t, topic) {
 			for _, iso := range []string{"read_uncommitted", "read_committed"} {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				src, err := Kcat(ctx, env.Source.KcatArgs(testbed.Admin), topic, p, iso)
+				src, err := Kcat(ctx, env.Source, topic, p, iso)
 				if err == nil {
 					var dst []string
-					dst, err = Kcat(ctx, env.Destination.KcatArgs(testbed.Admin), topic, p, iso)
+					dst, err = Kcat(ctx, env.Destination, topic, p, iso)
 					d := Compare(src, dst)
 					if topic == topics.Compacted {
 						d = CompareTables(Table(src), Table(dst))

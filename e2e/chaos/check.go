@@ -1,38 +1,28 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// DumpFormat makes kcat print everything a record carries, one line each:
-// offset, timestamp, key and value lengths (-1 for null), key, value and
-// headers. The workload writes keys, values and headers without newlines.
-const DumpFormat = `%o %T %K %S %k %s %h\n`
+	"github.com/sidemirror/sidemirror/e2e/testbed"
+)
 
 // SeqHeader is the header every record of the plain topic's workload
 // carries: "<producer>:<n>", n counting from 0 per producer.
 const SeqHeader = "chaos-seq"
 
-// Kcat dumps partition p of topic with kcat (connection arguments in conn,
-// such as testbed's Cluster.KcatArgs), reading with isolation
-// ("read_committed" or "read_uncommitted"). It is the checker's only way
-// to read a cluster: an independent client, not this repository's code.
-func Kcat(ctx context.Context, conn []string, topic string, p int32, isolation string) ([]string, error) {
-	args := append(slices.Clone(conn), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
-		"-o", "beginning", "-e", "-q", "-X", "isolation.level="+isolation, "-f", DumpFormat)
-	cmd := exec.CommandContext(ctx, "kcat", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+// Kcat dumps partition p of topic on c with kcat (testbed.DumpFormat),
+// reading with isolation ("read_committed" or "read_uncommitted"). It is
+// the checker's only way to read a cluster: an independent client, not
+// this repository's code.
+func Kcat(ctx context.Context, c *testbed.Cluster, topic string, p int32, isolation string) ([]string, error) {
+	out, err := c.DumpPartition(ctx, testbed.Admin, topic, p, testbed.DumpFormat, "-X", "isolation.level="+isolation)
 	if err != nil {
-		return nil, fmt.Errorf("kcat %s-%d (%s): %w: %s", topic, p, isolation, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("%s-%d (%s): %w", topic, p, isolation, err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(lines) == 1 && lines[0] == "" {

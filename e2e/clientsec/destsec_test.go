@@ -9,8 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -342,19 +340,13 @@ func sameRecordsKcat(t *testing.T, topic string, partitions int32) {
 	t.Logf("kcat: %d records of %s identical on both clusters", total, topic)
 }
 
-const kcatFormat = `%o %T %K %S %k %s %h\n`
-
 func kcatDump(t *testing.T, c *testbed.Cluster, topic string, p int32) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)), "-o", "beginning", "-e", "-q", "-f", kcatFormat)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "kcat", args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := c.DumpPartition(ctx, testbed.Admin, topic, p, testbed.DumpFormat)
 	if err != nil {
-		t.Fatalf("kcat %s-%d on %s: %v: %s", topic, p, c.Name(), err, stderr.String())
+		t.Fatal(err)
 	}
 	return out
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,14 +31,9 @@ func dumpPartition(t *testing.T, c *testbed.Cluster, topic string, p int32, extr
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
-		"-o", "beginning", "-e", "-q", "-f", dumpFormat)
-	cmd := exec.CommandContext(ctx, "kcat", append(args, extra...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := c.DumpPartition(ctx, testbed.Admin, topic, p, testbed.DumpFormat, extra...)
 	if err != nil {
-		t.Fatalf("kcat on %s: %v: %s", c.Name(), err, stderr.String())
+		t.Fatal(err)
 	}
 	d := compactedDump{lines: map[int64]string{}}
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -1,13 +1,9 @@
 package mirror
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -131,10 +127,6 @@ func produceVariety(t *testing.T, c *testbed.Cluster, topic string, n int, seed 
 	}
 }
 
-// dumpFormat makes kcat print everything a record carries: offset,
-// timestamp, key and value lengths (-1 for null), key, value and headers.
-const dumpFormat = `%o %T %K %S %k %s %h\n`
-
 // compareDumps reads partition p of topic from the source and the
 // destination with kcat, as an independent client, and fails the test at
 // the first line that differs. It returns the number of records compared.
@@ -143,44 +135,9 @@ func compareDumps(t *testing.T, topic string, p int32, extra ...string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	start := func(c *testbed.Cluster) (*bufio.Reader, *exec.Cmd, *bytes.Buffer) {
-		args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
-			"-o", "beginning", "-e", "-q", "-f", dumpFormat)
-		args = append(args, extra...)
-		cmd := exec.CommandContext(ctx, "kcat", args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("kcat: %v", err)
-		}
-		return bufio.NewReaderSize(out, 1<<20), cmd, &stderr
-	}
-	src, srcCmd, srcErr := start(env.Source)
-	dst, dstCmd, dstErr := start(env.Destination)
-	n := 0
-	for {
-		a, errA := src.ReadBytes('\n')
-		b, errB := dst.ReadBytes('\n')
-		if !bytes.Equal(a, b) {
-			t.Fatalf("%s-%d: record %d differs:\nsource:      %.300q\ndestination: %.300q", topic, p, n, a, b)
-		}
-		if errA == io.EOF && errB == io.EOF {
-			break
-		}
-		if errA != nil || errB != nil {
-			t.Fatalf("%s-%d: reading dumps: %v / %v", topic, p, errA, errB)
-		}
-		n++
-	}
-	if err := srcCmd.Wait(); err != nil {
-		t.Fatalf("kcat on the source: %v: %s", err, srcErr)
-	}
-	if err := dstCmd.Wait(); err != nil {
-		t.Fatalf("kcat on the destination: %v: %s", err, dstErr)
+	n, err := testbed.ComparePartition(ctx, env.Source, env.Destination, topic, p, extra...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return n
 }

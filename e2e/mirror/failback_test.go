@@ -2,11 +2,9 @@ package mirror
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -390,18 +388,14 @@ func kcatRecords(t *testing.T, c *testbed.Cluster, topic string, p int32, from, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)),
-		"-o", strconv.FormatInt(from, 10), "-e", "-q", "-f", `%T %K %S %k %s %h\n`)
+	args := []string{"-C", "-t", topic, "-p", strconv.Itoa(int(p)),
+		"-o", strconv.FormatInt(from, 10), "-e", "-q", "-f", `%T %K %S %k %s %h\n`}
 	if n >= 0 {
 		args = append(args, "-c", strconv.FormatInt(n, 10))
 	}
-	out, err := exec.CommandContext(ctx, "kcat", args...).Output()
+	out, err := c.Kcat(ctx, testbed.Admin, args...)
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("kcat %v: %v: %s", args, err, ee.Stderr)
-		}
-		t.Fatalf("kcat %v: %v", args, err)
+		t.Fatal(err)
 	}
 	lines := strings.SplitAfter(string(out), "\n")
 	if lines[len(lines)-1] == "" {

@@ -1,11 +1,9 @@
 package mirror
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -225,16 +223,13 @@ func TestGroupOffsetSync(t *testing.T) {
 
 	kctx, kcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer kcancel()
-	args := append(env.Destination.KcatArgs(testbed.Admin), "-G", group, "-X", "auto.offset.reset=earliest",
+	out, err := env.Destination.Kcat(kctx, testbed.Admin, "-G", group, "-X", "auto.offset.reset=earliest",
 		"-e", "-q", "-f", "%s\n", topic)
-	cmd := exec.CommandContext(kctx, "kcat", args...)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kcat -G %s on the destination: %v\n%s", group, err, stderr.String())
+	if err != nil {
+		t.Fatal(err)
 	}
 	fromDest := 0
-	for line := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		if line != "" {
 			seen[line]++
 			fromDest++

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -274,13 +273,9 @@ func kcatDump(t *testing.T, c *testbed.Cluster, topic string, p int32) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)), "-o", "beginning", "-e", "-q", "-f", dumpFormat)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "kcat", args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := c.DumpPartition(ctx, testbed.Admin, topic, p, testbed.DumpFormat)
 	if err != nil {
-		t.Fatalf("kcat %s-%d on %s: %v: %s", topic, p, c.Name(), err, stderr.String())
+		t.Fatal(err)
 	}
 	return out
 }

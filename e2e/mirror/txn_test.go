@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -352,10 +350,9 @@ func kcatValues(t *testing.T, c *testbed.Cluster, topic string, p int32, extra .
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args := append(c.KcatArgs(testbed.Admin), "-C", "-t", topic, "-p", strconv.Itoa(int(p)), "-o", "beginning", "-e", "-q", "-f", "%s\n")
-	out, err := exec.CommandContext(ctx, "kcat", append(args, extra...)...).Output()
+	out, err := c.DumpPartition(ctx, testbed.Admin, topic, p, "%s\n", extra...)
 	if err != nil {
-		t.Fatalf("kcat on %s: %v", c.Name(), err)
+		t.Fatal(err)
 	}
 	return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 }

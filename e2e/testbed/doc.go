@@ -62,6 +62,7 @@
 //	mm2.go      MirrorMaker: a dedicated-mode MirrorMaker 2 JVM and its mm2.properties
 //	process.go  starting processes that die with the test process; KillAll
 //	clients.go  franz-go options, client properties and kcat arguments per cluster
+//	kcat.go     Kcat, DumpPartition and ComparePartition: reading partitions with kcat, an independent client
 //	cli.go      RunCLI: one run of the kafka-cluster-mirrors binary, its output and exit code
 //	measure.go  end offsets, CPU of sidecars, nodes and processes, summed metrics, peak RSS
 //	netns.go    Network and Host: the bridge, the namespaces, stale-run cleanup
