@@ -34,17 +34,7 @@ func TestDeadSidecar(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, partitions = "dead", "dead", 6
 	victim := env.Sidecars.Sidecar(2)
-	createSourceTopic(t, topic, partitions, nil)
-	produceVariety(t, env.Source, topic, 20_000, 41)
-	createMirror(t, mirror)
-	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
-	waitCaughtUp(t, mirror, topic, 2*time.Minute)
-
-	before := preferredLeaders(t, topic)
-	led := ledBy(before, victim.BrokerID)
-	if len(led) == 0 {
-		t.Fatalf("broker %d leads no partition of %s: %+v", victim.BrokerID, topic, before)
-	}
+	before, led := mirrorLedBy(t, mirror, topic, partitions, 20_000, 41, victim.BrokerID)
 	t.Cleanup(func() { startSidecar(t, victim) })
 
 	t.Logf("killing sidecar %d; the raft leader is sidecar %d", victim.BrokerID, raftLeader(t).BrokerID)
@@ -98,17 +88,7 @@ func TestFrozenSidecar(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, partitions = "frozen", "frozen", 6
 	victim := env.Sidecars.Sidecar(2)
-	createSourceTopic(t, topic, partitions, nil)
-	produceVariety(t, env.Source, topic, 20_000, 51)
-	createMirror(t, mirror)
-	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
-	waitCaughtUp(t, mirror, topic, 2*time.Minute)
-
-	before := preferredLeaders(t, topic)
-	led := ledBy(before, victim.BrokerID)
-	if len(led) == 0 {
-		t.Fatalf("broker %d leads no partition of %s: %+v", victim.BrokerID, topic, before)
-	}
+	before, led := mirrorLedBy(t, mirror, topic, partitions, 20_000, 51, victim.BrokerID)
 	t.Cleanup(victim.Thaw)
 
 	// The sidecar is frozen while it mirrors a stream of writes, so that it
@@ -191,6 +171,25 @@ func destMetadata(t *testing.T, topic string) map[int32]kadm.PartitionDetail {
 		t.Fatalf("destination metadata of %s: %v", topic, td.Err)
 	}
 	return td.Partitions
+}
+
+// mirrorLedBy creates topic on the source with partitions, writes records
+// of produceVariety (seed), mirrors it as mirror until caught up and
+// returns the destination's metadata with preferred leaders and the
+// partitions broker leads (at least one).
+func mirrorLedBy(t *testing.T, mirror, topic string, partitions int32, records int, seed uint64, broker int32) (map[int32]kadm.PartitionDetail, []int32) {
+	t.Helper()
+	createSourceTopic(t, topic, partitions, nil)
+	produceVariety(t, env.Source, topic, records, seed)
+	createMirror(t, mirror)
+	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
+	waitCaughtUp(t, mirror, topic, 2*time.Minute)
+	before := preferredLeaders(t, topic)
+	led := ledBy(before, broker)
+	if len(led) == 0 {
+		t.Fatalf("broker %d leads no partition of %s: %+v", broker, topic, before)
+	}
+	return before, led
 }
 
 // preferredLeaders waits until every partition of topic is led by its

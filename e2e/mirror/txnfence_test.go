@@ -131,16 +131,7 @@ func TestFrozenSidecarMidTransaction(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, partitions = "txn-frozen", "txn-frozen", 3
 	victim := env.Sidecars.Sidecar(2)
-	createSourceTopic(t, topic, partitions, nil)
-	produceVariety(t, env.Source, topic, 300, 61)
-	createMirror(t, mirror)
-	mustCLI(t, "--start", "--topics", topic, "--mirror", mirror)
-	waitCaughtUp(t, mirror, topic, 2*time.Minute)
-	before := preferredLeaders(t, topic)
-	led := ledBy(before, victim.BrokerID)
-	if len(led) == 0 {
-		t.Fatalf("broker %d leads no partition of %s: %+v", victim.BrokerID, topic, before)
-	}
+	before, led := mirrorLedBy(t, mirror, topic, partitions, 300, 61, victim.BrokerID)
 
 	src := openSourceTxn(t, "e2e-txn-frozen", topic, partitions, 20)
 	waitOpenTxnReplayed(t, mirror, topic, partitions, time.Minute)
