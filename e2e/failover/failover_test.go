@@ -384,22 +384,16 @@ func endOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 
 }
 
 // mustEndOffsets returns the end offsets of every partition of topic on c,
-// retrying for 30 s, and fails the test when there are none.
+// retrying for 30 s (testbed.WaitEndOffsets), and fails the test when there are none.
 func mustEndOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, err := c.EndOffsets(ctx, topic)
-		cancel()
-		if err == nil && len(out) > 0 {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("end offsets of %s on %s: %v (%d partitions)", topic, c.Name(), err, len(out))
-		}
-		time.Sleep(250 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.WaitEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 // committed returns the group's committed offsets of topic on c.

@@ -135,19 +135,13 @@ func createSourceTopic(t *testing.T, name string, partitions int32, configs map[
 // retrying while a new topic's metadata spreads through the cluster.
 func endOffsets(t *testing.T, c *testbed.Cluster, topic string) map[int32]int64 {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, err := c.EndOffsets(ctx, topic)
-		cancel()
-		if err == nil {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("end offsets of %s on %s: %v", topic, c.Name(), err)
-		}
-		time.Sleep(250 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.WaitEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 // startOffsets returns the log start offset of every partition of topic.

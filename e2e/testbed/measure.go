@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -32,6 +33,26 @@ func (c *Cluster) EndOffsets(ctx context.Context, topic string) (map[int32]int64
 		out[o.Partition] = o.Offset
 	})
 	return out, err
+}
+
+// WaitEndOffsets is EndOffsets retried every 250 ms until it answers for
+// at least one partition without an error, as a topic created a moment ago
+// needs, or until ctx ends: then the last error.
+func (c *Cluster) WaitEndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	for {
+		out, err := c.EndOffsets(ctx, topic)
+		if err == nil && len(out) == 0 {
+			err = fmt.Errorf("end offsets of %s: no partition", topic)
+		}
+		if err == nil {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, fmt.Errorf("end offsets of %s on %s: %w (%d partitions)", topic, c.Name(), err, len(out))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // CPUSeconds returns the CPU seconds (user + system) the running sidecars
