@@ -28,9 +28,14 @@ import (
 // A quota is a ceiling: the broker delays each response by what the client
 // took beyond the rate, and the fetcher's own round trip and append come on
 // top of every delay. So the test holds the rate to at most the quota +15%,
-// and to at least 75% of it, which shows that the quota, not something
-// else, sets the pace (on a loaded 2-core machine the rate came out at 83%
-// to 93% of the quota over six seconds).
+// and wants the source to have throttled the fetcher for at least a second
+// of the window, which shows that the quota applies to the KIP's client ID
+// and was what held the rate back. The floor is low, 25% of the quota (a
+// stalled fetcher): how far below the quota the rate falls is the speed of
+// the machine's destination appends, not the quota's doing (on 2 cores the
+// rate came out at 83% to 95% of the quota on a quiet machine, and at 41%
+// while other test runs shared it, with the fetcher throttled for 3.9 s of
+// the 10).
 func TestSourceQuota(t *testing.T) {
 	dumpLogs(t)
 	const mirror, topic, quota = "quota", "quota", 1_000_000
@@ -111,11 +116,11 @@ func TestSourceQuota(t *testing.T) {
 	got := moved / d.Seconds()
 	t.Logf("sidecar %d (%s): %.0f bytes in %s: %.0f bytes/s; source throttle time %.2f s in the window", leader, clientID,
 		moved, d.Round(time.Millisecond), got, th1-th0)
-	if got < 0.75*quota || got > 1.15*quota {
-		t.Errorf("sidecar %d fetched %.0f bytes/s under a consumer_byte_rate quota of %d, want 75%% to 115%% of it", leader, got, quota)
+	if got < 0.25*quota || got > 1.15*quota {
+		t.Errorf("sidecar %d fetched %.0f bytes/s under a consumer_byte_rate quota of %d, want 25%% to 115%% of it", leader, got, quota)
 	}
-	if th1 <= th0 {
-		t.Errorf("%s did not move in the window (%.3f, then %.3f)", throttle, th0, th1)
+	if th1-th0 < 1 {
+		t.Errorf("%s moved by %.3f s in the window, want at least 1 s: the quota did not hold the fetcher back", throttle, th1-th0)
 	}
 	waitCaughtUp(t, mirror, topic, 2*time.Minute)
 }
