@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -34,6 +35,7 @@ type partition struct {
 	// Owned by the driver goroutine.
 	prod          producerState          // loaded from and saved to the Manager
 	txns          map[int64]*txnProducer // by source producer ID; looked up again by every runOnce
+	txnCl         *kgo.Client            // the partition's transaction client (txnClients)
 	adds          []*txnAdd              // AddPartitionsToTxn sent ahead by this runOnce (waitAdds)
 	completion    time.Duration          // moving average of how long transactions took to complete after EndTxn
 	omap          []OffsetShift          // translate mode: the offset map, loaded by every runOnce
@@ -150,6 +152,7 @@ func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
 	now := time.Now()
 	p.fresh = freshness{created: now, behind: true, behindAt: now}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.txnCl = m.txnCls[m.txnRR.Add(1)%uint32(len(m.txnCls))]
 	p.prod = m.pids.load(key)
 	m.met.partitions.WithLabelValues(StateUnknown.String()).Inc()
 	return p

@@ -72,6 +72,16 @@ func newTxnClient(local *kgo.Client) (*kgo.Client, error) {
 	return kgo.NewClient(append(local.Opts(), kgo.MaxVersions(txnVersions()))...)
 }
 
+// txnClients is how many transaction clients a Manager has; each partition
+// uses one (partition.txnCl, round robin). A broker handles one request of
+// a connection at a time, and kgo sends these requests on one connection
+// per broker and client, so with one client the AddPartitionsToTxn, EndTxn
+// and DescribeTransactions of every partition whose transactional IDs a
+// coordinator holds wait behind each other's transaction log writes
+// (acks=all). Each partition's own requests are sequential anyway; eight
+// clients let eight partitions' requests be handled at once per broker.
+const txnClients = 8
+
 // TransactionalID is the destination transactional ID that replays the
 // transactions of source producer srcPID on partition p. ':' cannot occur
 // in topic or mirror names, so the prefix of a partition matches nothing
@@ -150,7 +160,7 @@ func (p *partition) txnProducerFor(ctx context.Context, pl *pipeline, srcPID int
 		}
 	}
 	id := TransactionalID(p.key, srcPID)
-	d, err := p.m.describeTxn(ctx, id)
+	d, err := p.m.describeTxn(ctx, p.txnCl, id)
 	if err != nil {
 		return nil, err
 	}
@@ -163,15 +173,15 @@ func (p *partition) txnProducerFor(ctx context.Context, pl *pipeline, srcPID int
 		}
 		timeout := mir.settings.Load().TransactionTimeout
 		if d == nil || d.ProducerID < 0 || d.ProducerEpoch < 0 {
-			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, -1, -1)
+			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, -1, -1)
 		} else {
 			// Twice: Kafka answers an InitProducerID that expects the
 			// epoch before the current one as a retry of the bump (with
 			// the current epoch), so after two bumps a late request of
 			// an earlier owner, expecting d's epoch, is fenced.
-			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, d.ProducerID, d.ProducerEpoch)
+			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, d.ProducerID, d.ProducerEpoch)
 			if err == nil {
-				tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, tp.pid, tp.epoch)
+				tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, tp.pid, tp.epoch)
 			}
 		}
 		if err != nil {
@@ -225,7 +235,7 @@ func (p *partition) beginTxn(pl *pipeline, tp *txnProducer) (*txnProducer, error
 			return nil, err
 		}
 		if !tp.open {
-			err = p.m.addPartitionToTxn(p.ctx, tp, p.key)
+			err = p.m.addPartitionToTxn(p.ctx, p.txnCl, tp, p.key)
 		}
 	}
 	if err != nil {
@@ -251,7 +261,7 @@ func (p *partition) startAdd(tp *txnProducer) {
 	req := *tp // the driver may change tp meanwhile
 	if !p.m.goFunc(func() {
 		defer close(a.done)
-		a.err = p.m.addPartitionToTxn(p.ctx, &req, p.key)
+		a.err = p.m.addPartitionToTxn(p.ctx, p.txnCl, &req, p.key)
 	}) {
 		a.err = ErrClosed
 		close(a.done)
@@ -265,7 +275,7 @@ func (p *partition) startAdd(tp *txnProducer) {
 func (p *partition) finishAdd(tp *txnProducer) error {
 	a := tp.add
 	if a == nil {
-		return p.m.addPartitionToTxn(p.ctx, tp, p.key)
+		return p.m.addPartitionToTxn(p.ctx, p.txnCl, tp, p.key)
 	}
 	select {
 	case <-a.done:
@@ -385,7 +395,7 @@ func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64, u
 	if tp, err = p.beginTxn(pl, tp); err != nil {
 		return err
 	}
-	if err := p.m.endTxn(p.ctx, tp, commit); err != nil {
+	if err := p.m.endTxn(p.ctx, p.txnCl, tp, commit); err != nil {
 		return err
 	}
 	tp.open = false
@@ -537,7 +547,7 @@ func retriableTxnError(err error) bool {
 // txnCompleted asks the destination once whether tp's transaction, whose
 // marker is due at offset at, is complete.
 func (p *partition) txnCompleted(ctx context.Context, tp *txnProducer, at int64) (bool, error) {
-	d, err := p.m.describeTxn(ctx, tp.id)
+	d, err := p.m.describeTxn(ctx, p.txnCl, tp.id)
 	switch {
 	case err != nil:
 		return false, err
@@ -565,9 +575,9 @@ func (p *partition) fenceTxnProducer(tp *txnProducer) error {
 		return err
 	}
 	timeout := mir.settings.Load().TransactionTimeout
-	pid, epoch, err := p.m.initTxnProducer(p.ctx, tp.id, timeout, tp.pid, tp.epoch)
+	pid, epoch, err := p.m.initTxnProducer(p.ctx, p.txnCl, tp.id, timeout, tp.pid, tp.epoch)
 	if err == nil {
-		pid, epoch, err = p.m.initTxnProducer(p.ctx, tp.id, timeout, pid, epoch)
+		pid, epoch, err = p.m.initTxnProducer(p.ctx, p.txnCl, tp.id, timeout, pid, epoch)
 	}
 	if err != nil {
 		// The marker is in place; the next attempt resumes after it and
@@ -643,11 +653,12 @@ func txnFenced(err error, tp *txnProducer) error {
 }
 
 // describeTxn returns the destination state of transactional ID id, nil if
-// the coordinator does not know it.
-func (m *Manager) describeTxn(ctx context.Context, id string) (*kadm.DescribedTransaction, error) {
+// the coordinator does not know it; cl is one of the Manager's transaction
+// clients (txnClients).
+func (m *Manager) describeTxn(ctx context.Context, cl *kgo.Client, id string) (*kadm.DescribedTransaction, error) {
 	var d kadm.DescribedTransaction
 	err := txnRetry(ctx, "destination DescribeTransactions("+id+")", func() error {
-		ds, err := kadm.NewClient(m.txnCl).DescribeTransactions(ctx, id)
+		ds, err := kadm.NewClient(cl).DescribeTransactions(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -671,7 +682,7 @@ func (m *Manager) describeTxn(ctx context.Context, id string) (*kadm.DescribedTr
 // expEpoch, unless -1, are the producer ID and epoch the caller last saw:
 // the destination refuses the bump (PRODUCER_FENCED) when another one came
 // in between.
-func (m *Manager) initTxnProducer(ctx context.Context, id string, timeout time.Duration, expPID int64, expEpoch int16) (int64, int16, error) {
+func (m *Manager) initTxnProducer(ctx context.Context, cl *kgo.Client, id string, timeout time.Duration, expPID int64, expEpoch int16) (int64, int16, error) {
 	var pid int64
 	var epoch int16
 	err := txnRetry(ctx, "destination InitProducerID("+id+")", func() error {
@@ -679,7 +690,7 @@ func (m *Manager) initTxnProducer(ctx context.Context, id string, timeout time.D
 		req.TransactionalID = &id
 		req.TransactionTimeoutMillis = int32(timeout.Milliseconds())
 		req.ProducerID, req.ProducerEpoch = expPID, expEpoch
-		resp, err := req.RequestWith(ctx, m.txnCl)
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return err
 		}
@@ -735,15 +746,15 @@ func (m *Manager) lastSequence(ctx context.Context, p Partition, pid int64, epoc
 	return 0, fmt.Errorf("destination DescribeProducers for %s: %w", p, errMissingAnswer)
 }
 
-// addPartitionToTxn adds p to tp's transaction.
-func (m *Manager) addPartitionToTxn(ctx context.Context, tp *txnProducer, p Partition) error {
+// addPartitionToTxn adds p to tp's transaction through cl.
+func (m *Manager) addPartitionToTxn(ctx context.Context, cl *kgo.Client, tp *txnProducer, p Partition) error {
 	err := txnRetry(ctx, "destination AddPartitionsToTxn("+tp.id+")", func() error {
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch = tp.id, tp.pid, tp.epoch
 		t := kmsg.NewAddPartitionsToTxnRequestTopic()
 		t.Topic, t.Partitions = p.Topic, []int32{p.Partition}
 		req.Topics = append(req.Topics, t)
-		resp, err := req.RequestWith(ctx, m.txnCl)
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return err
 		}
@@ -762,9 +773,9 @@ func (m *Manager) addPartitionToTxn(ctx context.Context, tp *txnProducer, p Part
 	return txnFenced(err, tp)
 }
 
-// endTxn commits or aborts tp's transaction.
-func (m *Manager) endTxn(ctx context.Context, tp *txnProducer, commit bool) error {
-	return txnFenced(endTxn(ctx, m.txnCl, tp.id, tp.pid, tp.epoch, commit), tp)
+// endTxn commits or aborts tp's transaction through cl.
+func (m *Manager) endTxn(ctx context.Context, cl *kgo.Client, tp *txnProducer, commit bool) error {
+	return txnFenced(endTxn(ctx, cl, tp.id, tp.pid, tp.epoch, commit), tp)
 }
 
 // endTxn commits or aborts the transaction of transactional ID id through
