@@ -126,11 +126,13 @@ func formatCounts(counts map[string]int, per float64) string {
 
 // TestCatchUpTransactions mirrors a backlog of many small source
 // transactions, commits and aborts of two producers, each writing two
-// small batches per partition in a row, from a destination that answers
+// small batches per partition in a row, to a destination that answers
 // with a replicated Kafka's latencies. The copy must be exact, and each
 // replayed transaction must take few destination round trips: its data in
-// one append, one AddPartitionsToTxn, one EndTxn, about one look at its
-// completion and the log end offset check after the marker.
+// one append, one AddPartitionsToTxn, one EndTxn, the log end offset check
+// after the marker, and (logged, not checked: it depends on timing) about
+// one look at its completion. It logs the offsets per second per partition
+// and the time per transaction.
 func TestCatchUpTransactions(t *testing.T) {
 	const topic, iterations = "txcatch", 50
 	e := newTestEnv(t, 1, map[string]int32{topic: 3})
@@ -202,8 +204,11 @@ func TestCatchUpTransactions(t *testing.T) {
 		"%.0f offsets/s per partition, %.1f ms per transaction; %.2f destination requests per transaction:%s",
 		ends[0], records, txns/len(parts), took.Round(time.Millisecond),
 		float64(ends[0])/took.Seconds(), took.Seconds()*1000/float64(txns/len(parts)), perTxn, formatCounts(counts, float64(txns)))
-	if perTxn > 6 {
-		t.Fatalf("%.2f destination requests per replayed transaction, want at most 6", perTxn)
+	// The looks at a transaction's completion depend on timing; the
+	// other requests do not.
+	if fixed := float64(total-counts["DescribeTransactions"]) / float64(txns); fixed > 4.5 {
+		t.Fatalf("%.2f destination requests besides DescribeTransactions per replayed transaction, want at most 4.5 "+
+			"(one Produce, AddPartitionsToTxn, EndTxn and ListOffsets)", fixed)
 	}
 }
 
