@@ -21,6 +21,9 @@ import (
 // (key, value, headers, absolute timestamps) at the same offsets, only the
 // batch boundaries and the compressed bytes differ. Batches of
 // coalesceSmallBytes or more are appended as they are, never recompressed.
+// A transactional producer's consecutive small batches become one batch of
+// its destination transaction the same way: a transaction of many small
+// batches then costs one append instead of one per batch.
 const (
 	// coalesceSmallBytes: a source batch smaller than this may be merged
 	// with its neighbours.
@@ -42,6 +45,11 @@ type coalesceRun struct {
 	next    int64 // offset after the last batch
 	bytes   int   // source batch bytes
 	records int32
+	// pid, epoch: the source producer of a run of transactional batches
+	// (attrs has attrTransactional): its consecutive batches with no
+	// marker between them belong to one transaction.
+	pid   int64
+	epoch int16
 	// held: budget bytes of fetched responses the run went past, given
 	// back once the run is appended (pipeline.hold).
 	held int64
@@ -49,23 +57,32 @@ type coalesceRun struct {
 
 func (r *coalesceRun) empty() bool { return len(r.batches) == 0 }
 
-// coalescible reports whether the inspected batch b (actionAppend) may join
-// a run: small, with CreateTime timestamps (a LogAppendTime batch's record
-// timestamps are not its records' times), neither transactional nor
-// control.
+// coalescible reports whether the inspected batch b (actionAppend or
+// actionTxn) may join a run: small, with CreateTime timestamps (a
+// LogAppendTime batch's record timestamps are not its records' times), not
+// a control batch.
 func coalescible(b []byte, rb *kmsg.RecordBatch) bool {
-	return len(b) < coalesceSmallBytes && rb.Attributes&(attrLogAppendTime|attrTransactional|attrControl) == 0
+	return len(b) < coalesceSmallBytes && rb.Attributes&(attrLogAppendTime|attrControl) == 0
 }
 
 // fits reports whether b (coalescible, at the run's next offset) can join
-// the run.
+// the run: same attributes, and for transactional batches the same source
+// producer ID and epoch. A producer's consecutive transactional batches
+// (nothing else between them, no marker in particular) are in one
+// transaction, which a marker ends; the run is appended in that
+// transaction.
 func (r *coalesceRun) fits(b []byte, rb *kmsg.RecordBatch) bool {
-	return r.empty() || (rb.Attributes == r.attrs && rb.FirstOffset == r.next && r.bytes+len(b) <= coalesceMaxBytes)
+	return r.empty() || (rb.Attributes == r.attrs && rb.FirstOffset == r.next && r.bytes+len(b) <= coalesceMaxBytes &&
+		(r.attrs&attrTransactional == 0 || rb.ProducerID == r.pid && rb.ProducerEpoch == r.epoch))
 }
+
+// txn reports whether the run holds transactional batches.
+func (r *coalesceRun) txn() bool { return r.attrs&attrTransactional != 0 }
 
 func (r *coalesceRun) add(b []byte, rb *kmsg.RecordBatch) {
 	if r.empty() {
 		r.attrs, r.base = rb.Attributes, rb.FirstOffset
+		r.pid, r.epoch = rb.ProducerID, rb.ProducerEpoch
 	}
 	r.batches = append(r.batches, b)
 	r.next = rb.FirstOffset + int64(rb.LastOffsetDelta) + 1

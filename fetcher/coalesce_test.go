@@ -1,12 +1,14 @@
 package fetcher
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sidemirror/sidemirror/internal/testwait"
 )
@@ -73,8 +75,9 @@ func TestCoalesceBatches(t *testing.T) {
 	}
 }
 
-// TestCoalesceLimits: large, transactional and LogAppendTime batches never
-// join a run; a run stops at coalesceMaxBytes and at another codec.
+// TestCoalesceLimits: large, control and LogAppendTime batches never join a
+// run; a run stops at coalesceMaxBytes and at another codec; transactional
+// batches join only a run of their producer ID and epoch.
 func TestCoalesceLimits(t *testing.T) {
 	small := makeBatch(t, 0, 1, sampleRecords(1), kgo.Lz4Compression(), 0, -1)
 	for _, tt := range []struct {
@@ -82,7 +85,7 @@ func TestCoalesceLimits(t *testing.T) {
 		batch []byte
 	}{
 		{"large", makeBatch(t, 0, 1, []testRecord{{value: make([]byte, coalesceSmallBytes)}}, kgo.NoCompression(), 0, -1)},
-		{"transactional", makeBatch(t, 0, 1, sampleRecords(1), kgo.Lz4Compression(), attrTransactional, -1)},
+		{"control", makeBatch(t, 0, 1, []testRecord{{key: []byte{0, 0, 0, 1}}}, kgo.NoCompression(), attrTransactional|attrControl, -1)},
 		{"log append time", makeBatch(t, 0, 1, sampleRecords(1), kgo.Lz4Compression(), attrLogAppendTime, -1)},
 	} {
 		rb, err := parseBatch(tt.batch)
@@ -115,6 +118,44 @@ func TestCoalesceLimits(t *testing.T) {
 	run.bytes = 0
 	if run.fits(gap, &grb) {
 		t.Error("a batch after a gap fits the run")
+	}
+
+	txn := func(base, pid int64, epoch int16) ([]byte, kmsg.RecordBatch) {
+		b := makeBatch(t, base, 1, sampleRecords(1), kgo.Lz4Compression(), attrTransactional, -1)
+		binary.BigEndian.PutUint64(b[offProducerID:], uint64(pid))
+		binary.BigEndian.PutUint16(b[offProducerEpch:], uint16(epoch))
+		rb, err := parseBatch(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, rb
+	}
+	tb, trb := txn(1, 7, 2)
+	if !coalescible(tb, &trb) {
+		t.Fatal("a small transactional batch is not coalescible")
+	}
+	if run.fits(tb, &trb) {
+		t.Error("a transactional batch fits a run of plain batches")
+	}
+	var trun coalesceRun
+	trun.add(tb, &trb)
+	if !trun.txn() {
+		t.Error("a run of transactional batches is not transactional")
+	}
+	for _, tt := range []struct {
+		name  string
+		pid   int64
+		epoch int16
+		fits  bool
+	}{{"same producer", 7, 2, true}, {"another producer", 8, 2, false}, {"another epoch", 7, 3, false}} {
+		b, rb := txn(2, tt.pid, tt.epoch)
+		if trun.fits(b, &rb) != tt.fits {
+			t.Errorf("%s: fits = %v, want %v", tt.name, !tt.fits, tt.fits)
+		}
+	}
+	plain := makeBatch(t, 2, 1, sampleRecords(1), kgo.Lz4Compression(), 0, -1)
+	if prb, _ := parseBatch(plain); trun.fits(plain, &prb) {
+		t.Error("a plain batch fits a run of transactional batches")
 	}
 }
 

@@ -438,7 +438,10 @@ func (e *testEnv) compareBatches(topic string, partition int32, from int64, stri
 			}
 			for _, sb := range src[si : end+1] {
 				rb, err := parseBatch(sb)
-				if err != nil || !coalescible(sb, &rb) || !slices.Equal(sb[offAttributes:offAttributes+2], d[offAttributes:offAttributes+2]) {
+				// A transactional batch is coalesced only with its
+				// producer's batches of the same transaction.
+				sameProducer := rb.Attributes&attrTransactional == 0 || slices.Equal(sb[offProducerID:offBaseSequence], s[offProducerID:offBaseSequence])
+				if err != nil || !coalescible(sb, &rb) || !sameProducer || !slices.Equal(sb[offAttributes:offAttributes+2], d[offAttributes:offAttributes+2]) {
 					e.t.Fatalf("%s/%d: destination batch %d (offsets %d..%d) holds the source batch at %d, which may not be coalesced (%d bytes, attributes %#x, %v)",
 						topic, partition, i, batchBase(d), batchNext(d)-1, batchBase(sb), len(sb), rb.Attributes, err)
 				}

@@ -43,7 +43,8 @@ type Manager struct {
 
 	app    *appender
 	pids   *producerIDs
-	txnCl  *kgo.Client // the destination's transaction coordinators (see txnVersions)
+	txnCls []*kgo.Client // the destination's transaction coordinators (see txnVersions, txnClients)
+	txnRR  atomic.Uint32 // the next partition's transaction client
 	notify *notifier
 
 	mu      sync.Mutex // guards the fields below; taken before mirror.mu and partition.mu
@@ -81,12 +82,17 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: zstd encoder: %w", err)
 	}
-	txnCl, err := newTxnClient(c.local)
-	if err != nil {
-		return nil, fmt.Errorf("fetcher: transaction client: %w", err)
+	txnCls := make([]*kgo.Client, txnClients)
+	for i := range txnCls {
+		if txnCls[i], err = newTxnClient(c.local); err != nil {
+			for _, cl := range txnCls[:i] {
+				cl.Close()
+			}
+			return nil, fmt.Errorf("fetcher: transaction client: %w", err)
+		}
 	}
 	m := &Manager{
-		txnCl:   txnCl,
+		txnCls:  txnCls,
 		cfg:     c,
 		log:     c.logger.Named("fetcher"),
 		met:     met,
@@ -472,7 +478,9 @@ func (m *Manager) Close() {
 	m.goClosed = true
 	m.goMu.Unlock()
 	m.wg.Wait()
-	m.txnCl.Close()
+	for _, cl := range m.txnCls {
+		cl.Close()
+	}
 	m.zst.Close()
 	m.log.Info("fetcher closed")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -34,6 +35,9 @@ type partition struct {
 	// Owned by the driver goroutine.
 	prod          producerState          // loaded from and saved to the Manager
 	txns          map[int64]*txnProducer // by source producer ID; looked up again by every runOnce
+	txnCl         *kgo.Client            // the partition's transaction client (txnClients)
+	adds          []*txnAdd              // AddPartitionsToTxn sent ahead by this runOnce (waitAdds)
+	completion    time.Duration          // moving average of how long transactions took to complete after EndTxn
 	omap          []OffsetShift          // translate mode: the offset map, loaded by every runOnce
 	attempt       int                    // consecutive retriable failures
 	pendingDelete int64                  // DeleteRecords(this) once aligned; -1: none
@@ -148,6 +152,7 @@ func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
 	now := time.Now()
 	p.fresh = freshness{created: now, behind: true, behindAt: now}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.txnCl = m.txnCls[m.txnRR.Add(1)%uint32(len(m.txnCls))]
 	p.prod = m.pids.load(key)
 	m.met.partitions.WithLabelValues(StateUnknown.String()).Inc()
 	return p
@@ -379,6 +384,7 @@ func (p *partition) runOnce() error {
 	}
 	p.pauseFetch()
 	pl.drain(ctx.Err() != nil || pl.err != nil)
+	p.waitAdds()
 	pl.releaseAll()
 	if pl.err != nil && !IsFatal(err) && !errors.Is(err, errNotLeader) {
 		err = pl.err // an append failed: it decides what happens next
@@ -605,23 +611,28 @@ func (p *partition) newItem(raw []byte, base int64, n, fillers int32) *appendIte
 const holdRunInFlight = 2
 
 // submitRun appends the batches of run as one batch (as they are if it
-// holds one) and empties it. The caller checked room.
+// holds one), in its source producer's destination transaction if they are
+// transactional, and empties it.
 func (p *partition) submitRun(pl *pipeline, run *coalesceRun) error {
 	defer run.reset()
-	if len(run.batches) == 1 {
-		pl.submit(p.newItem(run.batches[0], run.base, run.records, 0))
-		pl.hold(run.held)
-		return nil
+	defer pl.hold(run.held)
+	raw, merged := run.batches[0], int32(0)
+	if len(run.batches) > 1 {
+		var err error
+		if raw, err = coalesceBatches(run); err != nil {
+			return err
+		}
+		merged = int32(len(run.batches))
 	}
-	raw, err := coalesceBatches(run)
-	if err != nil {
-		pl.hold(run.held)
+	if run.txn() {
+		return p.submitTxn(pl, &appendItem{p: p, raw: raw, base: run.base, last: run.next - 1, num: run.records, merged: merged}, run.pid)
+	}
+	if err := pl.waitRoom(); err != nil {
 		return err
 	}
 	it := p.newItem(raw, run.base, run.records, 0)
-	it.merged = int32(len(run.batches))
+	it.merged = merged
 	pl.submit(it)
-	pl.hold(run.held)
 	return nil
 }
 
@@ -753,8 +764,16 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 			if err != nil {
 				return err
 			}
-			if action == actionAppend && !pl.translate && !plan.pending() && coalescible(b, &rb) &&
+			if (action == actionAppend || action == actionTxn) && !pl.translate && !plan.pending() && coalescible(b, &rb) &&
 				!mir.settings.Load().KeepBatchBoundaries && run.fits(b, &rb) {
+				if run.empty() && action == actionTxn {
+					// The first batch of a transaction here: its add
+					// can go while the run grows and what is in
+					// flight lands.
+					if tp := p.txns[rb.ProducerID]; tp != nil {
+						p.startAdd(tp)
+					}
+				}
 				run.add(b, &rb)
 				continue
 			}
@@ -790,7 +809,7 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 						return err
 					}
 				}
-				if err := p.replayMarker(pl, &rb, rb.FirstOffset); err != nil {
+				if err := p.replayMarker(pl, &rb, rb.FirstOffset, cur.records[pos:]); err != nil {
 					return err
 				}
 				continue
@@ -805,10 +824,22 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 				}
 				continue
 			}
+			if err := pl.waitRoom(); err != nil {
+				return err
+			}
 			pl.submit(p.newItem(b, rb.FirstOffset, rb.NumRecords, 0))
 		}
 		if pl.err != nil {
 			return pl.err
+		}
+		if cur != nil && !pl.translate && !plan.pending() {
+			// While the appends in flight land, the next
+			// transaction's AddPartitionsToTxn can go.
+			next := pl.next
+			if !run.empty() {
+				next = run.next
+			}
+			p.addAhead(cur.records[pos:], next)
 		}
 
 		// Wait for something to do.

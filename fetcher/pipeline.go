@@ -69,18 +69,41 @@ type pipeline struct {
 // it for producer.id.expiration.ms, one day by default).
 const producerStateGrace = time.Minute
 
-// room reports whether another batch may be sent now. While the broker has
-// no state for our producer ID on this partition, a batch goes alone:
-// Kafka accepts any sequence number as the first batch of a producer it does
-// not know, so if a first batch were refused before being appended
-// (NOT_ENOUGH_REPLICAS, NOT_LEADER...), a pipelined successor would be
-// appended in its place, at the wrong offset. Once one batch is
-// acknowledged, the broker rejects gaps (OUT_OF_ORDER_SEQUENCE_NUMBER) and
-// up to MaxInFlightPerPartition batches may be in flight, as long as
-// batches keep being acknowledged (see producerStateGrace).
-func (pl *pipeline) room() bool {
+// roomFor reports whether a batch of producer tp (nil: the sidecar's
+// idempotent producer) may be sent now. The batches in flight are always
+// of one producer: a batch of another waits until nothing is in flight, so
+// that the broker's refusal of one batch (NOT_ENOUGH_REPLICAS,
+// NOT_LEADER...) makes the ones behind it fail with sequence errors rather
+// than be appended in its place, which the sequences of different
+// producers would not prevent. For the same reason, while the broker has
+// no state for the producer on this partition, a batch goes alone: Kafka
+// accepts any sequence number as the first batch of a producer it does not
+// know, so if a first batch were refused before being appended, a
+// pipelined successor would be appended in its place, at the wrong offset.
+// Once one batch is acknowledged, the broker rejects gaps
+// (OUT_OF_ORDER_SEQUENCE_NUMBER) and up to MaxInFlightPerPartition batches
+// may be in flight, as long as batches keep being acknowledged (see
+// producerStateGrace).
+func (pl *pipeline) roomFor(tp *txnProducer) bool {
 	n := len(pl.inflight)
-	return n == 0 || (pl.established && n < pl.p.m.cfg.maxInFlight && time.Since(pl.p.prod.lastAck) < producerStateGrace)
+	switch {
+	case n == 0:
+		return true
+	case pl.inflight[0].txn != tp || n >= pl.p.m.cfg.maxInFlight:
+		return false
+	case tp == nil:
+		return pl.established && time.Since(pl.p.prod.lastAck) < producerStateGrace
+	}
+	return tp.established && time.Since(tp.lastAck) < producerStateGrace
+}
+
+// room reports whether another batch of the producer whose batches are in
+// flight may be sent now.
+func (pl *pipeline) room() bool {
+	if len(pl.inflight) == 0 {
+		return true
+	}
+	return pl.roomFor(pl.inflight[0].txn)
 }
 
 // submit hands it to the appender. The caller checked room.
@@ -91,9 +114,9 @@ func (pl *pipeline) submit(it *appendItem) {
 	pl.p.m.app.submit(it)
 }
 
-// waitRoom handles results until there is room for another append; it
-// returns the append error or ctx's.
-func (pl *pipeline) waitRoom() error { return pl.waitFor(pl.room) }
+// waitRoom handles results until there is room for another append of the
+// idempotent producer; it returns the append error or ctx's.
+func (pl *pipeline) waitRoom() error { return pl.waitFor(func() bool { return pl.roomFor(nil) }) }
 
 // waitIdle handles results until nothing is in flight; it returns the
 // append error or ctx's.
@@ -163,7 +186,9 @@ func (pl *pipeline) complete(it *appendItem) {
 	// batch did land after all).
 	pl.leo = it.last + 1
 	if it.txn != nil {
-		it.txn.seq = it.seqNext
+		// tp.seq moved on when the batch was sent: the batches behind it
+		// have their sequences already.
+		it.txn.established, it.txn.lastAck = true, time.Now()
 	} else {
 		// Confirmed LEO and sequence move together, even after a
 		// failure: they map the offsets of unknown appends to sequences.

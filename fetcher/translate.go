@@ -125,7 +125,7 @@ func (p *partition) submitTranslated(pl *pipeline, b []byte, rb *kmsg.RecordBatc
 		if err := p.recordShifts([]OffsetShift{{rb.FirstOffset, pl.next}}); err != nil {
 			return err
 		}
-		if err := p.replayMarker(pl, rb, pl.next); err != nil {
+		if err := p.replayMarker(pl, rb, pl.next, nil); err != nil {
 			return err
 		}
 		p.setShift(pl, last+1)

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -71,6 +72,16 @@ func newTxnClient(local *kgo.Client) (*kgo.Client, error) {
 	return kgo.NewClient(append(local.Opts(), kgo.MaxVersions(txnVersions()))...)
 }
 
+// txnClients is how many transaction clients a Manager has; each partition
+// uses one (partition.txnCl, round robin). A broker handles one request of
+// a connection at a time, and kgo sends these requests on one connection
+// per broker and client, so with one client the AddPartitionsToTxn, EndTxn
+// and DescribeTransactions of every partition whose transactional IDs a
+// coordinator holds wait behind each other's transaction log writes
+// (acks=all). Each partition's own requests are sequential anyway; eight
+// clients let eight partitions' requests be handled at once per broker.
+const txnClients = 8
+
 // TransactionalID is the destination transactional ID that replays the
 // transactions of source producer srcPID on partition p. ':' cannot occur
 // in topic or mirror names, so the prefix of a partition matches nothing
@@ -90,13 +101,32 @@ type txnProducer struct {
 	id     string // transactional ID
 	pid    int64
 	epoch  int16
-	seq    int32 // next base sequence on the partition
+	seq    int32 // base sequence of the next batch sent on the partition
 	open   bool  // the partition is in the producer's ongoing transaction
 	// shared: the open transaction was found on the destination, not
 	// begun by this run; its ID and epoch may still be held by an
 	// earlier owner, so the epoch is bumped once the transaction is
 	// complete (fenceTxnProducer), before anything else uses the ID.
 	shared bool
+	// established: the local broker acknowledged a batch of this
+	// producer ID and epoch in this run (lastAck: when), so it holds the
+	// producer's state on the partition and refuses a batch that does not
+	// follow the last one: the producer's next batches may be pipelined
+	// (pipeline.roomFor).
+	established bool
+	lastAck     time.Time
+	// add: the AddPartitionsToTxn sent ahead for the transaction the
+	// partition's next batch of this producer begins (startAdd); nil:
+	// none.
+	add *txnAdd
+}
+
+// txnAdd is an AddPartitionsToTxn on its way, sent by a goroutine while the
+// driver waits for appends of other producers or checks the previous
+// marker; err is set when done is closed.
+type txnAdd struct {
+	done chan struct{}
+	err  error
 }
 
 func (tp *txnProducer) String() string {
@@ -111,7 +141,14 @@ const maxIdleTxnProducers = 256
 // srcPID, looking it up on the destination the first time: an ongoing
 // transaction is continued (with the sequence the broker expects next),
 // otherwise InitProducerID starts the producer over with a new epoch.
-func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProducer, error) {
+//
+// The caller has nothing in flight. An open transaction's next sequence
+// comes from DescribeProducers; a request of that transaction from before
+// (an earlier run's, or an earlier owner's, whose outcome was unknown) that
+// the broker appends between the run's log end offset and that look-up
+// would make the sequence disagree with the offset, so the log end offset
+// is read again right after it: if it moved, the run starts over from it.
+func (p *partition) txnProducerFor(ctx context.Context, pl *pipeline, srcPID int64) (*txnProducer, error) {
 	if tp := p.txns[srcPID]; tp != nil {
 		return tp, nil
 	}
@@ -123,7 +160,7 @@ func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProdu
 		}
 	}
 	id := TransactionalID(p.key, srcPID)
-	d, err := p.m.describeTxn(ctx, id)
+	d, err := p.m.describeTxn(ctx, p.txnCl, id)
 	if err != nil {
 		return nil, err
 	}
@@ -136,15 +173,15 @@ func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProdu
 		}
 		timeout := mir.settings.Load().TransactionTimeout
 		if d == nil || d.ProducerID < 0 || d.ProducerEpoch < 0 {
-			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, -1, -1)
+			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, -1, -1)
 		} else {
 			// Twice: Kafka answers an InitProducerID that expects the
 			// epoch before the current one as a retry of the bump (with
 			// the current epoch), so after two bumps a late request of
 			// an earlier owner, expecting d's epoch, is fenced.
-			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, d.ProducerID, d.ProducerEpoch)
+			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, d.ProducerID, d.ProducerEpoch)
 			if err == nil {
-				tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, id, timeout, tp.pid, tp.epoch)
+				tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, tp.pid, tp.epoch)
 			}
 		}
 		if err != nil {
@@ -160,6 +197,14 @@ func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProdu
 			return nil, err
 		}
 		tp.seq = nextSequence(last, 1)
+		leo, err := p.m.listLocalLEO(ctx, p.key)
+		if err != nil {
+			return nil, err
+		}
+		if leo != pl.next {
+			return nil, fmt.Errorf("the destination log end offset of %s moved from %d to %d while transaction %s was looked up: "+
+				"resuming from it", p.key, pl.next, leo, tp)
+		}
 		p.log.Info("continuing an open destination transaction",
 			zap.String("transactional-id", id), zap.Int64("producer-id", tp.pid), zap.Int16("producer-epoch", tp.epoch),
 			zap.Bool("partition-in-transaction", tp.open), zap.Int32("next-sequence", tp.seq))
@@ -170,25 +215,27 @@ func (p *partition) txnProducerFor(ctx context.Context, srcPID int64) (*txnProdu
 	return tp, nil
 }
 
-// beginTxn adds the partition to tp's transaction unless it is in it. A
+// beginTxn adds the partition to tp's transaction unless it is in it,
+// waiting for the AddPartitionsToTxn sent ahead if there is one. A
 // producer between transactions whose ID the destination no longer knows
 // (transactional.id.expiration.ms passed while the source producer was
 // idle) or that was fenced starts over with InitProducerID: it has nothing
-// open that could be lost.
-func (p *partition) beginTxn(tp *txnProducer) (*txnProducer, error) {
+// open that could be lost. Nothing of tp is in flight (the partition is not
+// in its transaction), so nothing is in flight at all.
+func (p *partition) beginTxn(pl *pipeline, tp *txnProducer) (*txnProducer, error) {
 	if tp.open {
 		return tp, nil
 	}
-	err := p.m.addPartitionToTxn(p.ctx, tp, p.key)
+	err := p.finishAdd(tp)
 	if errors.Is(err, ErrTransactionAborted) {
 		p.log.Info("destination transactional ID expired or fenced between transactions: initializing it again",
 			zap.String("transactional-id", tp.id), zap.Error(err))
 		delete(p.txns, tp.srcPID)
-		if tp, err = p.txnProducerFor(p.ctx, tp.srcPID); err != nil {
+		if tp, err = p.txnProducerFor(p.ctx, pl, tp.srcPID); err != nil {
 			return nil, err
 		}
 		if !tp.open {
-			err = p.m.addPartitionToTxn(p.ctx, tp, p.key)
+			err = p.m.addPartitionToTxn(p.ctx, p.txnCl, tp, p.key)
 		}
 	}
 	if err != nil {
@@ -198,28 +245,120 @@ func (p *partition) beginTxn(tp *txnProducer) (*txnProducer, error) {
 	return tp, nil
 }
 
+// startAdd sends the AddPartitionsToTxn that puts the partition into tp's
+// next transaction ahead, on a goroutine, unless the partition is in tp's
+// transaction or an add is on its way. The caller has seen the batch of tp
+// that begins that transaction at the partition's next offset: everything
+// before it, tp's previous marker included, has been handled, so tp's
+// previous transaction is complete and the add opens the one this batch
+// belongs to, which is where beginTxn would have added the partition a
+// few round trips later. The run waits for it before it ends (waitAdds).
+func (p *partition) startAdd(tp *txnProducer) {
+	if tp.open || tp.add != nil {
+		return
+	}
+	a := &txnAdd{done: make(chan struct{})}
+	req := *tp // the driver may change tp meanwhile
+	if !p.m.goFunc(func() {
+		defer close(a.done)
+		a.err = p.m.addPartitionToTxn(p.ctx, p.txnCl, &req, p.key)
+	}) {
+		a.err = ErrClosed
+		close(a.done)
+	}
+	tp.add = a
+	p.adds = append(p.adds, a)
+}
+
+// finishAdd waits for tp's add sent ahead, or adds the partition to tp's
+// transaction now if none was.
+func (p *partition) finishAdd(tp *txnProducer) error {
+	a := tp.add
+	if a == nil {
+		return p.m.addPartitionToTxn(p.ctx, p.txnCl, tp, p.key)
+	}
+	select {
+	case <-a.done:
+	case <-p.ctx.Done():
+		return p.ctx.Err() // waitAdds waits for it
+	}
+	tp.add = nil
+	return a.err
+}
+
+// waitAdds waits until every add the run sent ahead is answered: a run
+// ends with none on its way, as with nothing in flight.
+func (p *partition) waitAdds() {
+	for _, a := range p.adds {
+		<-a.done
+	}
+	p.adds = nil
+}
+
+// addAhead starts the add of the next batch in upcoming (fetched data not
+// handled yet), if inspecting that batch at offset next (the partition's
+// next offset) finds a transactional batch to append there (actionTxn:
+// framing and CRC checked, so the stream will append it rather than fail
+// on it) of a producer the run has looked up (startAdd).
+func (p *partition) addAhead(upcoming []byte, next int64) {
+	b, err := nextBatch(upcoming)
+	if err != nil || len(b) < batchHeaderSize || b[offMagic] != 2 || batchBase(b) != next {
+		return
+	}
+	// The header first: the loop looks again after every append result.
+	if attrs := binary.BigEndian.Uint16(b[offAttributes:]); attrs&attrTransactional == 0 || attrs&attrControl != 0 {
+		return
+	}
+	tp := p.txns[int64(binary.BigEndian.Uint64(b[offProducerID:]))]
+	if tp == nil || tp.open || tp.add != nil {
+		return
+	}
+	if _, action, err := inspectBatch(b, next); err == nil && action == actionTxn {
+		p.startAdd(tp)
+	}
+}
+
 // submitTxnBatch appends b, a transactional batch of source producer
 // srcPID holding the source offsets base..base+n-1 (n records, fillers of
 // them copies; rebuilt: a batch rebuilt with its holes filled), in the
-// destination transaction of that producer. Transactional batches are
-// appended one at a time: what is in flight lands first, then the batch,
-// alone.
+// destination transaction of that producer.
 func (p *partition) submitTxnBatch(pl *pipeline, b []byte, srcPID, base int64, n, fillers int32, rebuilt bool) error {
-	if err := pl.waitIdle(); err != nil {
+	return p.submitTxn(pl, &appendItem{p: p, raw: b, base: base, last: base + int64(n) - 1,
+		num: n, fillers: fillers, rebuilt: rebuilt}, srcPID)
+}
+
+// submitTxn appends it (raw, offsets, counts set), a transactional batch of
+// source producer srcPID, in the destination transaction of that producer,
+// with its ID, epoch and next sequence. A producer's consecutive batches
+// are pipelined once the broker acknowledged one of them (pipeline.roomFor:
+// the broker refuses a batch that does not follow the last, so a batch
+// refused makes the ones behind it fail too, with nothing appended out of
+// place); a batch of another producer waits until nothing is in flight.
+func (p *partition) submitTxn(pl *pipeline, it *appendItem, srcPID int64) error {
+	tp := p.txns[srcPID]
+	if tp == nil {
+		if err := pl.waitIdle(); err != nil {
+			return err
+		}
+		var err error
+		if tp, err = p.txnProducerFor(p.ctx, pl, srcPID); err != nil {
+			return err
+		}
+	}
+	p.startAdd(tp) // while what is in flight lands
+	if err := pl.waitFor(func() bool { return pl.roomFor(tp) }); err != nil {
 		return err
 	}
-	tp, err := p.txnProducerFor(p.ctx, srcPID)
+	tp, err := p.beginTxn(pl, tp)
 	if err != nil {
 		return err
 	}
-	if tp, err = p.beginTxn(tp); err != nil {
-		return err
-	}
 	seq := tp.seq
-	rewriteBatch(b, tp.pid, tp.epoch, seq)
-	pl.submit(&appendItem{p: p, raw: b, base: base, last: base + int64(n) - 1,
-		num: n, seqNext: nextSequence(seq, n), fillers: fillers, rebuilt: rebuilt, txn: tp})
-	return pl.waitIdle()
+	tp.seq = nextSequence(seq, it.num)
+	rewriteBatch(it.raw, tp.pid, tp.epoch, seq)
+	it.seqNext, it.txn = tp.seq, tp
+	pl.submit(it)
+	return nil
 }
 
 // replayMarker ends the destination transaction of the marker's source
@@ -228,8 +367,10 @@ func (p *partition) submitTxnBatch(pl *pipeline, b []byte, srcPID, base int64, n
 // translate mode). A marker whose transaction has no
 // records here (they were before the point mirroring started) ends an empty
 // transaction that holds only this partition, which writes the marker just
-// the same.
-func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64) error {
+// the same. upcoming is the fetched data after the marker: once the
+// transaction is complete, the add of a transaction that its first batch
+// begins goes out while the marker is checked (addAhead).
+func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64, upcoming []byte) error {
 	if err := pl.waitIdle(); err != nil {
 		return err
 	}
@@ -241,22 +382,29 @@ func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64) e
 		return fmt.Errorf("%w: transaction marker of source offset %d due at destination offset %d, destination log end offset %d",
 			ErrExactness, rb.FirstOffset, at, pl.next)
 	}
-	tp, err := p.txnProducerFor(p.ctx, rb.ProducerID)
-	if err != nil {
-		return err
+	tp := p.txns[rb.ProducerID]
+	if tp == nil {
+		if tp, err = p.txnProducerFor(p.ctx, pl, rb.ProducerID); err != nil {
+			return err
+		}
 	}
-	if !tp.open {
+	if !tp.open && tp.add == nil {
 		p.log.Info("transaction marker without records on this partition: replaying an empty transaction",
 			zap.Int64("offset", at), zap.Int64("source-producer-id", rb.ProducerID))
 	}
-	if tp, err = p.beginTxn(tp); err != nil {
+	if tp, err = p.beginTxn(pl, tp); err != nil {
 		return err
 	}
-	if err := p.m.endTxn(p.ctx, tp, commit); err != nil {
+	if err := p.m.endTxn(p.ctx, p.txnCl, tp, commit); err != nil {
 		return err
 	}
 	tp.open = false
-	if err := p.waitTxnComplete(tp, at); err != nil {
+	completed := func() {
+		if !tp.shared { // else the epoch is bumped first
+			p.addAhead(upcoming, at+1)
+		}
+	}
+	if err := p.waitTxnComplete(tp, at, completed); err != nil {
 		return err
 	}
 	if tp.shared {
@@ -315,16 +463,29 @@ func (p *partition) waitMarker(at int64) error {
 // while the transaction is being completed: a repeated marker is then found
 // right behind the first, before any later record was shifted, and the
 // partition fails with a reason that names it.
-func (p *partition) waitTxnComplete(tp *txnProducer, at int64) error {
+//
+// The first look comes after about three quarters of how long completions
+// took lately (p.completion, a moving average), then the looks back off
+// from an eighth of it: a coordinator takes about the same time for every
+// transaction (its markers' writes, then CompleteCommit's), so most
+// transactions take one look. completed runs once the transaction is
+// complete, before the log end offset is checked.
+func (p *partition) waitTxnComplete(tp *txnProducer, at int64, completed func()) error {
 	ctx, cancel := context.WithTimeout(p.ctx, txnCompleteTimeout)
 	defer cancel()
-	d := time.Millisecond
+	ended := time.Now()
+	first, d := p.completion*3/4, max(p.completion/8, time.Millisecond)
+	if first > 0 && !sleepCtx(ctx, min(first, maxFirstCompletionLook)) {
+		return p.ctx.Err()
+	}
 	for {
+		sent := time.Now()
 		done, err := p.txnCompleted(ctx, tp, at)
 		if err != nil && !retriableTxnError(err) {
 			return err
 		}
 		if done {
+			p.noteCompletion(sent.Sub(ended))
 			break
 		}
 		if !sleepCtx(ctx, d) {
@@ -336,6 +497,7 @@ func (p *partition) waitTxnComplete(tp *txnProducer, at int64) error {
 		}
 		d = min(2*d, 50*time.Millisecond)
 	}
+	completed()
 	// Complete means every marker was appended (acks=all): this one is in
 	// the log, and nothing will be appended behind it but what comes next.
 	leo, err := p.m.listLocalLEO(p.ctx, p.key)
@@ -353,6 +515,24 @@ func (p *partition) waitTxnComplete(tp *txnProducer, at int64) error {
 	return nil
 }
 
+// maxFirstCompletionLook bounds the wait before the first look at a
+// transaction's completion, whatever the moving average says.
+const maxFirstCompletionLook = 50 * time.Millisecond
+
+// noteCompletion adds a transaction that was seen complete took after
+// EndTxn to the moving average of completions (1/8 weight). A sample is
+// taken as at most twice the average: one transaction that waited for a
+// coordinator to move does not delay the first look of the next ones, while
+// a destination that became slower is followed within a few transactions.
+func (p *partition) noteCompletion(took time.Duration) {
+	if p.completion == 0 {
+		p.completion = took
+		return
+	}
+	took = min(took, 2*p.completion)
+	p.completion += (took - p.completion) / 8
+}
+
 // txnCompleteTimeout bounds the wait for the destination to complete a
 // transaction after EndTxn: long enough for a transaction coordinator to
 // move to another broker and reload its log.
@@ -367,7 +547,7 @@ func retriableTxnError(err error) bool {
 // txnCompleted asks the destination once whether tp's transaction, whose
 // marker is due at offset at, is complete.
 func (p *partition) txnCompleted(ctx context.Context, tp *txnProducer, at int64) (bool, error) {
-	d, err := p.m.describeTxn(ctx, tp.id)
+	d, err := p.m.describeTxn(ctx, p.txnCl, tp.id)
 	switch {
 	case err != nil:
 		return false, err
@@ -395,9 +575,9 @@ func (p *partition) fenceTxnProducer(tp *txnProducer) error {
 		return err
 	}
 	timeout := mir.settings.Load().TransactionTimeout
-	pid, epoch, err := p.m.initTxnProducer(p.ctx, tp.id, timeout, tp.pid, tp.epoch)
+	pid, epoch, err := p.m.initTxnProducer(p.ctx, p.txnCl, tp.id, timeout, tp.pid, tp.epoch)
 	if err == nil {
-		pid, epoch, err = p.m.initTxnProducer(p.ctx, tp.id, timeout, pid, epoch)
+		pid, epoch, err = p.m.initTxnProducer(p.ctx, p.txnCl, tp.id, timeout, pid, epoch)
 	}
 	if err != nil {
 		// The marker is in place; the next attempt resumes after it and
@@ -408,7 +588,7 @@ func (p *partition) fenceTxnProducer(tp *txnProducer) error {
 	p.log.Info("fenced earlier holders of a continued destination transactional ID",
 		zap.String("transactional-id", tp.id), zap.Int64("producer-id", pid), zap.Int16("producer-epoch", epoch),
 		zap.Int16("previous-epoch", tp.epoch))
-	tp.pid, tp.epoch, tp.seq, tp.shared = pid, epoch, 0, false
+	tp.pid, tp.epoch, tp.seq, tp.shared, tp.established = pid, epoch, 0, false, false
 	return nil
 }
 
@@ -473,11 +653,12 @@ func txnFenced(err error, tp *txnProducer) error {
 }
 
 // describeTxn returns the destination state of transactional ID id, nil if
-// the coordinator does not know it.
-func (m *Manager) describeTxn(ctx context.Context, id string) (*kadm.DescribedTransaction, error) {
+// the coordinator does not know it; cl is one of the Manager's transaction
+// clients (txnClients).
+func (m *Manager) describeTxn(ctx context.Context, cl *kgo.Client, id string) (*kadm.DescribedTransaction, error) {
 	var d kadm.DescribedTransaction
 	err := txnRetry(ctx, "destination DescribeTransactions("+id+")", func() error {
-		ds, err := kadm.NewClient(m.txnCl).DescribeTransactions(ctx, id)
+		ds, err := kadm.NewClient(cl).DescribeTransactions(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -501,7 +682,7 @@ func (m *Manager) describeTxn(ctx context.Context, id string) (*kadm.DescribedTr
 // expEpoch, unless -1, are the producer ID and epoch the caller last saw:
 // the destination refuses the bump (PRODUCER_FENCED) when another one came
 // in between.
-func (m *Manager) initTxnProducer(ctx context.Context, id string, timeout time.Duration, expPID int64, expEpoch int16) (int64, int16, error) {
+func (m *Manager) initTxnProducer(ctx context.Context, cl *kgo.Client, id string, timeout time.Duration, expPID int64, expEpoch int16) (int64, int16, error) {
 	var pid int64
 	var epoch int16
 	err := txnRetry(ctx, "destination InitProducerID("+id+")", func() error {
@@ -509,7 +690,7 @@ func (m *Manager) initTxnProducer(ctx context.Context, id string, timeout time.D
 		req.TransactionalID = &id
 		req.TransactionTimeoutMillis = int32(timeout.Milliseconds())
 		req.ProducerID, req.ProducerEpoch = expPID, expEpoch
-		resp, err := req.RequestWith(ctx, m.txnCl)
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return err
 		}
@@ -565,15 +746,15 @@ func (m *Manager) lastSequence(ctx context.Context, p Partition, pid int64, epoc
 	return 0, fmt.Errorf("destination DescribeProducers for %s: %w", p, errMissingAnswer)
 }
 
-// addPartitionToTxn adds p to tp's transaction.
-func (m *Manager) addPartitionToTxn(ctx context.Context, tp *txnProducer, p Partition) error {
+// addPartitionToTxn adds p to tp's transaction through cl.
+func (m *Manager) addPartitionToTxn(ctx context.Context, cl *kgo.Client, tp *txnProducer, p Partition) error {
 	err := txnRetry(ctx, "destination AddPartitionsToTxn("+tp.id+")", func() error {
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch = tp.id, tp.pid, tp.epoch
 		t := kmsg.NewAddPartitionsToTxnRequestTopic()
 		t.Topic, t.Partitions = p.Topic, []int32{p.Partition}
 		req.Topics = append(req.Topics, t)
-		resp, err := req.RequestWith(ctx, m.txnCl)
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return err
 		}
@@ -592,9 +773,9 @@ func (m *Manager) addPartitionToTxn(ctx context.Context, tp *txnProducer, p Part
 	return txnFenced(err, tp)
 }
 
-// endTxn commits or aborts tp's transaction.
-func (m *Manager) endTxn(ctx context.Context, tp *txnProducer, commit bool) error {
-	return txnFenced(endTxn(ctx, m.txnCl, tp.id, tp.pid, tp.epoch, commit), tp)
+// endTxn commits or aborts tp's transaction through cl.
+func (m *Manager) endTxn(ctx context.Context, cl *kgo.Client, tp *txnProducer, commit bool) error {
+	return txnFenced(endTxn(ctx, cl, tp.id, tp.pid, tp.epoch, commit), tp)
 }
 
 // endTxn commits or aborts the transaction of transactional ID id through

@@ -102,7 +102,7 @@ func TestStaleOwnerCannotEndTheNextTransaction(t *testing.T) {
 		t.Fatalf("the old owner's EndTxn: %v, want PRODUCER_FENCED", err)
 	}
 	stale := &txnProducer{id: held.TxnID, pid: held.ProducerID, epoch: held.ProducerEpoch}
-	if err := succ.addPartitionToTxn(ctx, stale, p); !errors.Is(err, ErrTransactionAborted) {
+	if err := succ.addPartitionToTxn(ctx, tcl, stale, p); !errors.Is(err, ErrTransactionAborted) {
 		t.Fatalf("the old owner's AddPartitionsToTxn: %v, want it fenced", err)
 	}
 	if end := e.offsets(e.dstAdm, false, "stale")[0]; end != 10 {
