@@ -41,10 +41,11 @@ type Manager struct {
 	goClosed bool
 	wg       sync.WaitGroup
 
-	app    *appender
-	pids   *producerIDs
-	txnCl  *kgo.Client // the destination's transaction coordinators (see txnVersions)
-	notify *notifier
+	app          *appender
+	pids         *producerIDs
+	localOffsets *offsetBatcher // destination ListOffsets look-ups (offsets.go)
+	txnCl        *kgo.Client    // the destination's transaction coordinators (see txnVersions)
+	notify       *notifier
 
 	mu      sync.Mutex // guards the fields below; taken before mirror.mu and partition.mu
 	closed  bool
@@ -100,6 +101,7 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	m.thr = newThrottle(c.throttleRate, c.clock, thm.appendWait)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.app = newAppender(m)
+	m.localOffsets = newOffsetBatcher(m, m.ctx, m.sendLocalOffsets)
 	m.pids = newProducerIDs(m)
 	m.notify = newNotifier(c.onState, c.onNotLeader, m.log)
 	m.goFunc(m.app.run)
