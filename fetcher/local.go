@@ -105,6 +105,8 @@ func localError(what string, p Partition, err error) error {
 	switch err {
 	case kerr.NotLeaderForPartition:
 		return fmt.Errorf("%w: %s for %s: %w", errNotLeader, what, p, err)
+	case kerr.UnknownTopicOrPartition:
+		return fmt.Errorf("%w: %s for %s: %w", errLocalUnknown, what, p, err)
 	case kerr.TopicAuthorizationFailed:
 		return fmt.Errorf("%w (%s for %s)", ErrNotSuperUser, what, p)
 	}

@@ -482,11 +482,17 @@ func (m *Manager) Close() {
 // backoff returns the wait before retry attempt n (1-based): exponential
 // from the configured min to max, with ±20% jitter.
 func (m *Manager) backoff(n int) time.Duration {
-	d := m.cfg.backoffMin
-	for i := 1; i < n && d < m.cfg.backoffMax; i++ {
+	return m.backoffUpTo(n, m.cfg.backoffMax)
+}
+
+// backoffUpTo is backoff with the given max (the configured max if lower).
+func (m *Manager) backoffUpTo(n int, most time.Duration) time.Duration {
+	most = min(most, m.cfg.backoffMax)
+	d := min(m.cfg.backoffMin, most)
+	for i := 1; i < n && d < most; i++ {
 		d *= 2
 	}
-	d = min(d, m.cfg.backoffMax)
+	d = min(d, most)
 	jitter := time.Duration(rand.Int64N(int64(d)/5*2+1)) - d/5
 	return max(time.Millisecond, d+jitter)
 }

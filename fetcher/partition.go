@@ -36,6 +36,8 @@ type partition struct {
 	txns          map[int64]*txnProducer // by source producer ID; looked up again by every runOnce
 	omap          []OffsetShift          // translate mode: the offset map, loaded by every runOnce
 	attempt       int                    // consecutive retriable failures
+	waits         int                    // consecutive attempts that found the local broker not leading yet
+	appended      bool                   // the local broker acknowledged an append of this driver
 	pendingDelete int64                  // DeleteRecords(this) once aligned; -1: none
 
 	mu      sync.Mutex // guards the fields below; taken after mirror.mu
@@ -290,6 +292,21 @@ func (p *partition) run() {
 			return
 		}
 		switch {
+		case p.notReady(err):
+			// A partition the destination has just created or moved here
+			// is refused until the broker's log for it is ready; the
+			// reconciler stops the driver if the broker does not lead it
+			// after all (DESIGN.md, "Not the leader yet").
+			p.waits++
+			d := p.m.backoffUpTo(p.waits, notReadyWaitMax)
+			if p.waits == 1 {
+				p.log.Info("the local broker does not lead the partition yet: waiting before the first append", zap.Error(err))
+			}
+			p.setLastError(err)
+			if !sleepCtx(p.ctx, d) {
+				return
+			}
+			continue
 		case errors.Is(err, errNotLeader):
 			p.detach()
 			p.m.notLeader(p)
@@ -316,6 +333,20 @@ func (p *partition) run() {
 			return
 		}
 	}
+}
+
+// notReadyWaitMax bounds the wait between the attempts of a partition
+// whose local broker does not lead it yet: it appends within about that
+// long of the broker becoming ready.
+const notReadyWaitMax = time.Second
+
+// notReady reports whether err says that the local broker does not lead
+// the partition, or does not know it, before this driver's first append
+// was acknowledged: a broker that has just become the leader, or has just
+// created the partition, refuses it for a while. Later, NOT_LEADER means
+// that leadership moved: the driver stops.
+func (p *partition) notReady(err error) bool {
+	return !p.appended && (errors.Is(err, errNotLeader) || errors.Is(err, errLocalUnknown))
 }
 
 // runOnce reads the destination LEO, aligns the partition with the source

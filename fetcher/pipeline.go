@@ -162,6 +162,7 @@ func (pl *pipeline) complete(it *appendItem) {
 	// Appended where it belongs (possibly after an earlier failure whose
 	// batch did land after all).
 	pl.leo = it.last + 1
+	p.appended, p.waits = true, 0
 	if it.txn != nil {
 		it.txn.seq = it.seqNext
 	} else {
@@ -253,6 +254,8 @@ func classifyAppendError(err error, it *appendItem) error {
 	switch ke {
 	case kerr.NotLeaderForPartition:
 		return fmt.Errorf("%w: append of source offset %d: %w", errNotLeader, it.base, err)
+	case kerr.UnknownTopicOrPartition:
+		return fmt.Errorf("%w: append of source offset %d: %w", errLocalUnknown, it.base, err)
 	case kerr.TopicAuthorizationFailed:
 		return fmt.Errorf("%w (append of source offset %d)", ErrNotSuperUser, it.base)
 	case kerr.OutOfOrderSequenceNumber, kerr.DuplicateSequenceNumber, kerr.InvalidProducerEpoch,
