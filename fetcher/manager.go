@@ -300,7 +300,10 @@ func (m *Manager) RemoveMirror(name string) {
 	}
 	m.mu.Unlock()
 	for _, p := range stop {
-		m.stopPartition(context.Background(), p)
+		p.requestStop()
+	}
+	for _, p := range stop {
+		m.awaitStop(context.Background(), p)
 	}
 	if mir != nil {
 		mir.close()
@@ -358,16 +361,56 @@ func (m *Manager) Stop(ctx context.Context, p Partition) error {
 	return m.stopPartition(ctx, pt)
 }
 
+// StopPartitions stops mirroring ps as Stop does each, together: it asks
+// every driver to stop first and then waits for them, so that stopping a
+// thousand partitions takes about as long as stopping the slowest of them,
+// not the sum. It returns the partitions that had not stopped when ctx
+// ended, with the error; they finish stopping in the background. nil: all
+// stopped.
+func (m *Manager) StopPartitions(ctx context.Context, ps []Partition) map[Partition]error {
+	m.mu.Lock()
+	pts := make([]*partition, 0, len(ps))
+	for _, p := range ps {
+		if pt := m.parts[p]; pt != nil {
+			pts = append(pts, pt)
+		}
+	}
+	m.mu.Unlock()
+	for _, pt := range pts {
+		pt.requestStop()
+	}
+	var failed map[Partition]error
+	for _, pt := range pts {
+		if err := m.awaitStop(ctx, pt); err != nil {
+			if failed == nil {
+				failed = make(map[Partition]error)
+			}
+			failed[pt.key] = err
+		}
+	}
+	return failed
+}
+
 func (m *Manager) stopPartition(ctx context.Context, pt *partition) error {
 	pt.requestStop()
+	return m.awaitStop(ctx, pt)
+}
+
+// awaitStop waits for a driver asked to stop to exit and removes it; when
+// ctx ends first, a goroutine removes it once it exited.
+func (m *Manager) awaitStop(ctx context.Context, pt *partition) error {
 	select {
-	case <-pt.done:
-	case <-ctx.Done():
-		m.goFunc(func() { // Close removes it if this cannot start
-			<-pt.done
-			m.remove(pt)
-		})
-		return fmt.Errorf("fetcher: stopping %s: %w", pt.key, ctx.Err())
+	case <-pt.done: // first: a driver that has exited is stopped, whatever ctx says
+	default:
+		select {
+		case <-pt.done:
+		case <-ctx.Done():
+			m.goFunc(func() { // Close removes it if this cannot start
+				<-pt.done
+				m.remove(pt)
+			})
+			return fmt.Errorf("fetcher: stopping %s: %w", pt.key, ctx.Err())
+		}
 	}
 	m.remove(pt)
 	return nil

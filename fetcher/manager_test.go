@@ -924,6 +924,87 @@ func TestStopWaitsForInFlightAppend(t *testing.T) {
 	}
 }
 
+// TestStopPartitions stops three partitions, the first with an append the
+// destination holds: every driver is asked to stop before any is waited
+// for, so the two others have stopped while that append is still held (one
+// by one, the first Stop would wait for it before the others were asked),
+// and all are removed once it returns.
+func TestStopPartitions(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"sp": 3})
+	parts := []int32{0, 1, 2}
+	cl := e.producer(kgo.NoCompression())
+	e.produce(cl, "sp", parts, 0, 10, 10)
+	core, logs := observer.New(zap.InfoLevel)
+	m := e.newManager(Logger(zap.New(core)))
+	startAll(t, m, "sp", parts)
+	e.waitCaughtUp(m, "sp", parts)
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.DropControl() // only the first produce request
+		close(entered)
+		e.dst.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	e.produce(cl, "sp", []int32{0}, 10, 10, 10)
+	<-entered
+	ps := []Partition{{testMirror, "sp", 0}, {testMirror, "sp", 1}, {testMirror, "sp", 2}, {testMirror, "sp", 9}} // 9: not running
+	done := make(chan map[Partition]error, 1)
+	go func() { done <- m.StopPartitions(context.Background(), ps) }()
+	testwait.For(t, waitTimeout, "the drivers without an append in flight stopped", func() bool {
+		stopped := logs.FilterMessage("partition stopped")
+		return stopped.FilterField(zap.Int32("partition", 1)).Len() == 1 && stopped.FilterField(zap.Int32("partition", 2)).Len() == 1
+	})
+	if n := logs.FilterMessage("partition stopped").FilterField(zap.Int32("partition", 0)).Len(); n != 0 {
+		t.Fatal("the partition with an append held stopped before the append returned")
+	}
+	close(release)
+	if failed := <-done; failed != nil {
+		t.Fatalf("StopPartitions: %v", failed)
+	}
+	if st := m.Status(); len(st) != 0 {
+		t.Fatalf("partitions left: %+v", st)
+	}
+	for _, p := range ps[:3] {
+		testwait.For(t, waitTimeout, p.String()+" STOPPED notified", func() bool {
+			states := e.events.statesOf(p)
+			return states[len(states)-1] == StateStopped
+		})
+	}
+	if end := e.offsets(e.dstAdm, false, "sp")[0]; end != 20 {
+		t.Fatalf("the held batch should have landed: destination end %d", end)
+	}
+}
+
+// TestStopPartitionsTimeout: partitions that have not stopped when the
+// context ends are returned with the error and removed once they stop.
+func TestStopPartitionsTimeout(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"st": 2})
+	cl := e.producer(kgo.NoCompression())
+	e.produce(cl, "st", []int32{0}, 0, 10, 10)
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.DropControl()
+		close(entered)
+		e.dst.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	m := e.newManager()
+	startAll(t, m, "st", []int32{0, 1}) // 1 has nothing to append
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	held, idle := Partition{testMirror, "st", 0}, Partition{testMirror, "st", 1}
+	failed := m.StopPartitions(ctx, []Partition{held, idle})
+	if len(failed) != 1 || !errors.Is(failed[held], context.DeadlineExceeded) {
+		t.Fatalf("StopPartitions returned %v, want %s with context.DeadlineExceeded", failed, held)
+	}
+	if st := m.Status(); len(st) != 1 || st[0].Partition != held || st[0].State != StateStopping {
+		t.Fatalf("status %+v, want %s STOPPING alone", st, held)
+	}
+	close(release)
+	testwait.For(t, waitTimeout, "partition removed", func() bool { return len(m.Status()) == 0 })
+}
+
 // TestSourceClusterChanged gives the mirror the cluster ID of another
 // cluster: its partitions fail before appending anything, naming both IDs.
 func TestSourceClusterChanged(t *testing.T) {
