@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -20,9 +21,10 @@ import (
 // that fetches for it hands data over through fetch (under mu); the appender
 // hands results over through results.
 type partition struct {
-	m   *Manager
-	key Partition
-	log *zap.Logger
+	m          *Manager
+	key        Partition
+	log        *zap.Logger
+	promLabels []*dto.LabelPair // of its per-partition series (metrics.go)
 
 	ctx    context.Context // cancelled by Stop and Close
 	cancel context.CancelFunc
@@ -134,6 +136,7 @@ func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
 		m:             m,
 		key:           key,
 		log:           m.log.With(zap.String("mirror", key.Mirror), zap.String("topic", key.Topic), zap.Int32("partition", key.Partition)),
+		promLabels:    partitionLabels(key),
 		done:          make(chan struct{}),
 		results:       make(chan appendResult, m.cfg.maxInFlight),
 		wake:          make(chan struct{}, 1),
