@@ -4,20 +4,10 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// offsetsLinger is how long a ListOffsets look-up waits for others to join
-// it. Partitions that start together (a --start of thousands, a sidecar's
-// restart, a leadership move) then share one request per broker instead of
-// sending one each: a source ListOffsets also makes kgo load the metadata
-// of the partition's topic to find its leader, the whole topic's for every
-// partition, which at thousands of partitions cost seconds and hundreds of
-// megabytes at once.
-const offsetsLinger = 5 * time.Millisecond
 
 // offsetQuery is one partition's look-up: the offset for timestamp ts (-2:
 // log start, -1: log end or high watermark).
@@ -35,12 +25,18 @@ type offsetAnswer struct {
 }
 
 // offsetBatcher gathers the ListOffsets look-ups of many partitions into
-// few requests: the first look-up of a batch waits offsetsLinger for more,
-// then one goroutine (run) sends the batch and, while more look-ups arrived
-// meanwhile, the next one, so at most one request of the batcher is out at
-// a time and each waits for at most one request ahead of it. The requests
-// run under the batcher's context, not the callers': a caller that gives up
-// leaves the others' request alone.
+// few requests. Partitions that start together (a --start of thousands, a
+// sidecar's restart, a leadership move) then share one request per broker
+// instead of sending one each: a source ListOffsets also makes kgo load the
+// metadata of the partition's topic to find its leader, the whole topic's
+// for every partition, which at thousands of partitions cost seconds and
+// hundreds of megabytes at once. A look-up goes at once when no request of
+// the batcher is out; the look-ups that arrive while one is out go together
+// in the next (one goroutine, run, sends them until none is pending). So a
+// lone look-up (a transaction marker's) waits for nobody, and each waits for
+// at most one request ahead of it. The requests run under the batcher's
+// context, not the callers': a caller that gives up leaves the others'
+// request alone.
 type offsetBatcher struct {
 	m    *Manager
 	ctx  context.Context
@@ -77,12 +73,6 @@ func (b *offsetBatcher) list(ctx context.Context, q offsetQuery) offsetAnswer {
 
 // run sends batches until none is pending.
 func (b *offsetBatcher) run() {
-	t := time.NewTimer(offsetsLinger)
-	select {
-	case <-t.C:
-	case <-b.ctx.Done():
-		t.Stop()
-	}
 	for {
 		b.mu.Lock()
 		batch := b.pending
