@@ -36,20 +36,23 @@ type scaleResult struct {
 	// destination held the source's end offsets.
 	DrainSeconds       float64 `json:"drainSeconds"`
 	DrainFirstSeconds  float64 `json:"drainFirstRecordSeconds"`
-	PeakRSSMiB         int64   `json:"peakRssMiB"`         // the sidecar's VmHWM over the whole run: the highest of the phases'
-	DrainRSSMiB        int64   `json:"drainRssMiB"`        // ... while the backlog drained (from --start)
-	FreshRSSMiB        int64   `json:"freshRssMiB"`        // ... from --start of the fresh partitions to their first records
-	StopRSSMiB         int64   `json:"stopRssMiB"`         // ... from --stop until the sidecar no longer drove them
-	BufferPeakMiB      float64 `json:"bufferPeakMiB"`      // sidemirror_buffer_memory_used_bytes, its highest sample
-	FreshFirstSeconds  float64 `json:"freshFirstSeconds"`  // --start of Fresh partitions to the first record of any
-	FreshAllSeconds    float64 `json:"freshAllSeconds"`    // ... to a first record in every one of them
-	StopSeconds        float64 `json:"stopSeconds"`        // --stop of Stop partitions, until the command returned
-	StopDrivenSeconds  float64 `json:"stopDrivenSeconds"`  // ... until the sidecar no longer drove them
-	CPUSeconds         float64 `json:"cpuSeconds"`         // the sidecar, over the whole run
-	DrivenBeforeStop   int     `json:"drivenBeforeStop"`   // partitions the sidecar drove before the stop
-	DrivenAfterStop    int     `json:"drivenAfterStop"`    // and after it
-	BrokerCPUSeconds   float64 `json:"brokerCpuSeconds"`   // the destination broker, over the whole run
-	SourceRecordsTotal int64   `json:"sourceRecordsTotal"` // records of the backlog
+	PeakRSSMiB         int64   `json:"peakRssMiB"`          // the sidecar's VmHWM over the whole run: the highest of the phases'
+	DrainRSSMiB        int64   `json:"drainRssMiB"`         // ... while the backlog drained (from --start)
+	FreshRSSMiB        int64   `json:"freshRssMiB"`         // ... from --start of the fresh partitions to their first records
+	StopRSSMiB         int64   `json:"stopRssMiB"`          // ... from --stop until the sidecar no longer drove them
+	BufferPeakMiB      float64 `json:"bufferPeakMiB"`       // sidemirror_buffer_memory_used_bytes, its highest sample
+	FreshFirstSeconds  float64 `json:"freshFirstSeconds"`   // --start of Fresh partitions to the first record of any
+	FreshAllSeconds    float64 `json:"freshAllSeconds"`     // ... to a first record in every one of them
+	FreshCommand       float64 `json:"freshCommandSeconds"` // ... until the command returned
+	FreshReady         float64 `json:"freshReadySeconds"`   // ... until the destination answered every fresh partition's end offset (its leader is ready)
+	FreshDriven        float64 `json:"freshDrivenSeconds"`  // ... until the sidecar drove every fresh partition
+	StopSeconds        float64 `json:"stopSeconds"`         // --stop of Stop partitions, until the command returned
+	StopDrivenSeconds  float64 `json:"stopDrivenSeconds"`   // ... until the sidecar no longer drove them
+	CPUSeconds         float64 `json:"cpuSeconds"`          // the sidecar, over the whole run
+	DrivenBeforeStop   int     `json:"drivenBeforeStop"`    // partitions the sidecar drove before the stop
+	DrivenAfterStop    int     `json:"drivenAfterStop"`     // and after it
+	BrokerCPUSeconds   float64 `json:"brokerCpuSeconds"`    // the destination broker, over the whole run
+	SourceRecordsTotal int64   `json:"sourceRecordsTotal"`  // records of the backlog
 }
 
 // Targets of KIP-1279's scale, as issue 12 states them.
@@ -87,6 +90,7 @@ func runScale(ctx context.Context, so scaleOptions, say func(string)) (*scaleRes
 	defer env.Close()
 	b := &bed{env: env}
 	sc := env.Sidecars.Sidecars()[0]
+	defer keepLog(sc.LogPath(), filepath.Join("bin", "bench-partitions-sidecar.log"), say)
 	mcfg := filepath.Join(env.Dir, "scale.properties")
 	if err := os.WriteFile(mcfg, []byte("bootstrap.servers="+env.Source.Bootstrap()+"\nmirror.topic.replication.factor=1\n"), 0o600); err != nil {
 		return nil, err
@@ -147,10 +151,25 @@ func runScale(ctx context.Context, so scaleOptions, say func(string)) (*scaleRes
 
 	// Fresh partitions while the others mirror.
 	say(fmt.Sprintf("scale: --start of %d fresh partitions", so.Fresh))
+	drivenBefore, err := drivenPartitions(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	ready := timeUntil(wctx, start, 100*time.Millisecond, func(ctx context.Context) bool {
+		ends, err := env.Destination.EndOffsets(ctx, fresh)
+		return err == nil && len(ends) == so.Fresh
+	})
+	driven := timeUntil(wctx, start, 250*time.Millisecond, func(ctx context.Context) bool {
+		n, err := drivenPartitions(ctx, sc)
+		return err == nil && n >= drivenBefore+so.Fresh
+	})
 	if err := b.cli(ctx, "--start", "--topics", fresh, "--mirror", name); err != nil {
 		return nil, err
 	}
+	res.FreshCommand = time.Since(start).Seconds()
 	first, _, err = waitFor(ctx, env.Destination, fresh, start, int64(so.Fresh), func(got map[int32]int64) bool {
 		n := 0
 		for _, o := range got {
@@ -165,6 +184,10 @@ func runScale(ctx context.Context, so scaleOptions, say func(string)) (*scaleRes
 	}
 	res.FreshAllSeconds, res.FreshFirstSeconds = time.Since(start).Seconds(), first.Sub(start).Seconds()
 	res.FreshRSSMiB = phaseRSS()
+	res.FreshReady, res.FreshDriven = <-ready, <-driven
+	cancelWatch()
+	say(fmt.Sprintf("scale: fresh partitions: --start returned after %.2f s, the destination led every one after %.2f s, the sidecar drove every one after %.2f s",
+		res.FreshCommand, res.FreshReady, res.FreshDriven))
 	say(fmt.Sprintf("scale: first record of the fresh partitions after %.2f s (in every one: %.2f s), peak RSS %d MiB",
 		res.FreshFirstSeconds, res.FreshAllSeconds, res.FreshRSSMiB))
 
@@ -240,6 +263,47 @@ func checkScaleLimits(partitions int) error {
 			thousands(int64(partitions)), strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+// timeUntil polls cond every interval from now on and sends the seconds
+// from start until it held, or -1 once ctx ends first.
+func timeUntil(ctx context.Context, start time.Time, every time.Duration, cond func(context.Context) bool) <-chan float64 {
+	out := make(chan float64, 1)
+	go func() {
+		for {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ok := cond(pctx)
+			cancel()
+			if ok {
+				out <- time.Since(start).Seconds()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				out <- -1
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return out
+}
+
+// keepLog copies the sidecar's log to dst before the run's directory is
+// removed, for a look at what took the time.
+func keepLog(src, dst string, say func(string)) {
+	b, err := os.ReadFile(src)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(dst), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(dst, b, 0o644)
+	}
+	if err != nil {
+		say("scale: the sidecar's log was not kept: " + err.Error())
+		return
+	}
+	say("scale: the sidecar's log is in " + dst)
 }
 
 // writePerPartition writes records records of about valueBytes to every
@@ -369,6 +433,8 @@ func (r *scaleResult) Markdown() string {
 	fmt.Fprintf(&b, "| highest `sidemirror_buffer_memory_used_bytes` sampled | %.1f MiB | - | - |\n", r.BufferPeakMiB)
 	fmt.Fprintf(&b, "| first record of %s freshly started partitions, from `--start` | %.2f s (every one of them: %.2f s) | < %.0f s | %s |\n",
 		thousands(int64(o.Fresh)), r.FreshFirstSeconds, r.FreshAllSeconds, scaleStartTarget.Seconds(), check(r.FreshFirstSeconds < scaleStartTarget.Seconds()))
+	fmt.Fprintf(&b, "| ... of which: `--start` returned / the destination led every fresh partition / the sidecar drove every one | %.2f / %.2f / %.2f s | - | - |\n",
+		r.FreshCommand, r.FreshReady, r.FreshDriven)
 	fmt.Fprintf(&b, "| `--stop` of %s partitions returned | %.2f s (sidecar no longer driving them: %.2f s; it drove %s, then %s) | < %.0f s | %s |\n",
 		thousands(int64(o.Stop)), r.StopSeconds, r.StopDrivenSeconds, thousands(int64(r.DrivenBeforeStop)), thousands(int64(r.DrivenAfterStop)),
 		scaleStopTarget.Seconds(), check(r.StopSeconds < scaleStopTarget.Seconds()))
