@@ -63,10 +63,12 @@ func (d *fakeDataPlane) setMirrorCalls(name string) int {
 	return d.setMirrors[name]
 }
 
-func (*fakeDataPlane) RemoveMirror(string)                           {}
-func (*fakeDataPlane) Start(fetcher.Partition) error                 { return nil }
-func (*fakeDataPlane) Stop(context.Context, fetcher.Partition) error { return nil }
-func (*fakeDataPlane) Status() []fetcher.PartitionStatus             { return nil }
+func (*fakeDataPlane) RemoveMirror(string)           {}
+func (*fakeDataPlane) Start(fetcher.Partition) error { return nil }
+func (*fakeDataPlane) StopPartitions(context.Context, []fetcher.Partition) map[fetcher.Partition]error {
+	return nil
+}
+func (*fakeDataPlane) Status() []fetcher.PartitionStatus { return nil }
 
 // testSourceKeys are the source client keys testSourceDialer knows.
 var testSourceKeys = []string{fsm.BootstrapServersKey, "security.protocol", "sasl.mechanism", "sasl.jaas.config", "client.id"}

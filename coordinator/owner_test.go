@@ -17,15 +17,24 @@ import (
 )
 
 // stoppingPlane is a scriptedPlane that calls onStop when a partition's
-// driver is removed, before Stop returns.
+// driver is removed, before StopPartitions returns.
+// It records each call's partitions, and reports the partitions of fail
+// as not stopped.
 type stoppingPlane struct {
 	scriptedPlane
 	onStop func(p fetcher.Partition)
+	calls  [][]fetcher.Partition
+	fail   map[fetcher.Partition]error
 }
 
-func (d *stoppingPlane) Stop(_ context.Context, p fetcher.Partition) error {
-	d.onStop(p)
-	return nil
+func (d *stoppingPlane) StopPartitions(_ context.Context, ps []fetcher.Partition) map[fetcher.Partition]error {
+	d.calls = append(d.calls, ps)
+	for _, p := range ps {
+		if d.fail[p] == nil {
+			d.onStop(p)
+		}
+	}
+	return d.fail
 }
 
 // TestOwnerRecordsItsStates drives partitions of a mirror whose
@@ -102,8 +111,9 @@ func TestOwnerRecordsItsStates(t *testing.T) {
 	st.Topics["stopped"].Status = fsm.TopicStopped
 	atRemoval := map[string]string{}
 	plane.onStop = func(p fetcher.Partition) { atRemoval[p.Topic], _ = recorded(p.Topic) }
-	for _, topic := range []string{"paused", "stopped", "moved"} {
-		r.letGo(ctx, st, part(topic))
+	r.letGo(ctx, st, []fetcher.Partition{part("paused"), part("stopped"), part("moved")})
+	if len(plane.calls) != 1 || len(plane.calls[0]) != 3 {
+		t.Fatalf("StopPartitions calls %v, want one for the three partitions", plane.calls)
 	}
 	w.flush(ctx)
 	for topic, want := range map[string][2]string{
@@ -117,6 +127,14 @@ func TestOwnerRecordsItsStates(t *testing.T) {
 		if r.running[part(topic)] != nil {
 			t.Errorf("%s is still driven after it was let go", topic)
 		}
+	}
+
+	// A driver that does not stop in time stays driven (the next pass lets
+	// it go again).
+	plane.fail = map[fetcher.Partition]error{part("active"): context.DeadlineExceeded}
+	r.letGo(ctx, st, []fetcher.Partition{part("active")})
+	if r.running[part("active")] == nil {
+		t.Fatal("a partition whose driver did not stop was forgotten")
 	}
 
 	// Shutdown: the driver of "active" ends at offset 55 (the data plane's

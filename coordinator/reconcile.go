@@ -26,7 +26,9 @@ type DataPlane interface {
 	SetMirrorSettings(name string, settings fetcher.MirrorSettings) error
 	RemoveMirror(name string)
 	Start(p fetcher.Partition) error
-	Stop(ctx context.Context, p fetcher.Partition) error
+	// StopPartitions stops the drivers of ps together and returns those
+	// that had not stopped when ctx ended, with the error.
+	StopPartitions(ctx context.Context, ps []fetcher.Partition) map[fetcher.Partition]error
 	Status() []fetcher.PartitionStatus
 	SetReplicationThrottle(rt fetcher.ReplicationThrottle)
 }
@@ -248,9 +250,7 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 
-	for _, p := range toStop {
-		r.letGo(ctx, st, p)
-	}
+	r.letGo(ctx, st, toStop)
 	next := r.retryFailed(r.now(), st)
 	r.mu.Lock()
 	r.nextRetry = next
@@ -274,37 +274,51 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// letGo stops driving p, which this sidecar no longer has to drive: its
-// topic was paused (PAUSING until the driver is removed, then PAUSED) or
-// stopped (STOPPING; the stop sequence of the operation records STOPPED),
-// or its broker no longer leads it (the state stays as it is for the next
-// owner, with the last destination log end offset). The entered state is
-// recorded in __mirror_state before the driver is removed.
-func (r *reconciler) letGo(ctx context.Context, st *fsm.State, p fetcher.Partition) {
-	ev := partstate.Release
-	if t := st.Topics[p.Topic]; t != nil && t.Mirror == p.Mirror {
-		switch t.Status {
-		case fsm.TopicPaused:
-			ev = partstate.Pause
-		case fsm.TopicStopped:
-			ev = partstate.Stop
+// letGo stops driving ps, which this sidecar no longer has to drive:
+// their topic was paused (PAUSING until the driver is removed, then PAUSED)
+// or stopped (STOPPING; the stop sequence of the operation records
+// STOPPED), or its broker no longer leads them (the state stays as it is
+// for the next owner, with the last destination log end offset). The
+// entered states are recorded in __mirror_state, in one write, before the
+// drivers are removed, and the drivers are stopped together: a --stop of a
+// thousand partitions costs one write and about the slowest driver's stop,
+// not a thousand of each.
+func (r *reconciler) letGo(ctx context.Context, st *fsm.State, ps []fetcher.Partition) {
+	if len(ps) == 0 {
+		return
+	}
+	entered := false
+	r.mu.Lock()
+	for _, p := range ps {
+		ev := partstate.Release
+		if t := st.Topics[p.Topic]; t != nil && t.Mirror == p.Mirror {
+			switch t.Status {
+			case fsm.TopicPaused:
+				ev = partstate.Pause
+			case fsm.TopicStopped:
+				ev = partstate.Stop
+			}
+		}
+		if ev != partstate.Release {
+			r.applyLocked(p, ev)
+			entered = true
 		}
 	}
-	if ev != partstate.Release {
-		r.mu.Lock()
-		r.applyLocked(p, ev)
-		r.mu.Unlock()
+	r.mu.Unlock()
+	if entered {
 		r.writer.flushSoon(ctx)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := r.dp.Stop(sctx, p)
+	failed := r.dp.StopPartitions(sctx, ps)
 	cancel()
-	if err != nil {
-		r.log.Warn("stop partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
-		return
+	for _, p := range ps {
+		if err := failed[p]; err != nil {
+			r.log.Warn("stop partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
+			continue
+		}
+		r.released(p)
+		r.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 	}
-	r.released(p)
-	r.log.Info("no longer driving partition", zap.String("mirror", p.Mirror), zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 }
 
 // released applies Release to p, whose driver the data plane removed, and

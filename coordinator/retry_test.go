@@ -28,7 +28,9 @@ func (d *scriptedPlane) SetMirror(string, []kgo.Opt, fetcher.MirrorSettings) err
 func (d *scriptedPlane) SetMirrorSettings(string, fetcher.MirrorSettings) error    { return nil }
 func (d *scriptedPlane) SetReplicationThrottle(fetcher.ReplicationThrottle)        {}
 func (d *scriptedPlane) RemoveMirror(string)                                       {}
-func (d *scriptedPlane) Stop(context.Context, fetcher.Partition) error             { return nil }
+func (d *scriptedPlane) StopPartitions(context.Context, []fetcher.Partition) map[fetcher.Partition]error {
+	return nil
+}
 
 func (d *scriptedPlane) Start(p fetcher.Partition) error {
 	d.mu.Lock()

@@ -18,6 +18,7 @@
 //	m.Status()                                    // per partition: state, HW, LEO, lag (records, time), last error
 //	m.CheckSources(ctx)                           // per mirror: does its source answer (for /readyz)
 //	m.Stop(ctx, p)                                // returns with no append in flight
+//	m.StopPartitions(ctx, ps)                     // many at once: all asked to stop, then waited for
 //	m.Close()
 //
 // A started partition resumes from the destination log end offset, read

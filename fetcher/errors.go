@@ -80,6 +80,7 @@ var (
 // callers.
 var (
 	errNotLeader     = errors.New("fetcher: the local broker is not the leader of the partition")
+	errLocalUnknown  = errors.New("fetcher: the local broker does not know the partition (yet)")
 	errRealign       = errors.New("fetcher: source log start moved past the next offset: realigning")
 	errCancelled     = errors.New("fetcher: append cancelled before it was sent")
 	errMirrorClosed  = errors.New("fetcher: mirror source client closed or replaced")

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -20,37 +21,22 @@ import (
 const debuggingReplicaID = -2
 
 // listLocalLEO returns the destination log end offset of p from the local
-// broker (ListOffsets, timestamp -1). It is the only resume point: never a
-// cached value.
+// broker (ListOffsets, timestamp -1, batched with the look-ups of other
+// partitions: offsets.go). It is the only resume point: never a cached
+// value.
 func (m *Manager) listLocalLEO(ctx context.Context, p Partition) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = debuggingReplicaID
-	t := kmsg.NewListOffsetsRequestTopic()
-	t.Topic = p.Topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition = p.Partition
-	rp.CurrentLeaderEpoch = -1
-	rp.Timestamp = -1
-	t.Partitions = append(t.Partitions, rp)
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, m.localBroker())
-	if err != nil {
-		m.met.countError(opListOffsets, err)
-		return 0, fmt.Errorf("destination ListOffsets for %s: %w", p, err)
+	a := m.localOffsets.list(ctx, offsetQuery{p.Topic, p.Partition, -1})
+	if a.err == nil {
+		return a.offset, nil
 	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if rt.Topic != p.Topic || rp.Partition != p.Partition {
-				continue
-			}
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				m.met.countError(opListOffsets, err)
-				return 0, localError("destination ListOffsets", p, err)
-			}
-			return rp.Offset, nil
-		}
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("destination ListOffsets for %s: %w", p, ctx.Err())
 	}
-	return 0, fmt.Errorf("destination ListOffsets for %s: %w", p, errMissingAnswer)
+	m.met.countError(opListOffsets, a.err)
+	if ke, ok := errors.AsType[*kerr.Error](a.err); ok {
+		return 0, localError("destination ListOffsets", p, ke)
+	}
+	return 0, fmt.Errorf("destination ListOffsets for %s: %w", p, a.err)
 }
 
 // deleteRecords moves the destination log start offset of p to offset.
@@ -119,6 +105,8 @@ func localError(what string, p Partition, err error) error {
 	switch err {
 	case kerr.NotLeaderForPartition:
 		return fmt.Errorf("%w: %s for %s: %w", errNotLeader, what, p, err)
+	case kerr.UnknownTopicOrPartition:
+		return fmt.Errorf("%w: %s for %s: %w", errLocalUnknown, what, p, err)
 	case kerr.TopicAuthorizationFailed:
 		return fmt.Errorf("%w (%s for %s)", ErrNotSuperUser, what, p)
 	}

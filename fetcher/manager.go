@@ -41,11 +41,12 @@ type Manager struct {
 	goClosed bool
 	wg       sync.WaitGroup
 
-	app    *appender
-	pids   *producerIDs
-	txnCls []*kgo.Client // the destination's transaction coordinators (see txnVersions, txnClients)
-	txnRR  atomic.Uint32 // the next partition's transaction client
-	notify *notifier
+	app          *appender
+	pids         *producerIDs
+	localOffsets *offsetBatcher // destination ListOffsets look-ups (offsets.go)
+	txnCls       []*kgo.Client  // the destination's transaction coordinators (see txnVersions, txnClients)
+	txnRR        atomic.Uint32  // the next partition's transaction client
+	notify       *notifier
 
 	mu      sync.Mutex // guards the fields below; taken before mirror.mu and partition.mu
 	closed  bool
@@ -106,6 +107,7 @@ func NewManager(opts ...Opt) (*Manager, error) {
 	m.thr = newThrottle(c.throttleRate, c.clock, thm.appendWait)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.app = newAppender(m)
+	m.localOffsets = newOffsetBatcher(m, m.ctx, m.sendLocalOffsets)
 	m.pids = newProducerIDs(m)
 	m.notify = newNotifier(c.onState, c.onNotLeader, m.log)
 	m.goFunc(m.app.run)
@@ -304,7 +306,10 @@ func (m *Manager) RemoveMirror(name string) {
 	}
 	m.mu.Unlock()
 	for _, p := range stop {
-		m.stopPartition(context.Background(), p)
+		p.requestStop()
+	}
+	for _, p := range stop {
+		m.awaitStop(context.Background(), p)
 	}
 	if mir != nil {
 		mir.close()
@@ -362,16 +367,56 @@ func (m *Manager) Stop(ctx context.Context, p Partition) error {
 	return m.stopPartition(ctx, pt)
 }
 
+// StopPartitions stops mirroring ps as Stop does each, together: it asks
+// every driver to stop first and then waits for them, so that stopping a
+// thousand partitions takes about as long as stopping the slowest of them,
+// not the sum. It returns the partitions that had not stopped when ctx
+// ended, with the error; they finish stopping in the background. nil: all
+// stopped.
+func (m *Manager) StopPartitions(ctx context.Context, ps []Partition) map[Partition]error {
+	m.mu.Lock()
+	pts := make([]*partition, 0, len(ps))
+	for _, p := range ps {
+		if pt := m.parts[p]; pt != nil {
+			pts = append(pts, pt)
+		}
+	}
+	m.mu.Unlock()
+	for _, pt := range pts {
+		pt.requestStop()
+	}
+	var failed map[Partition]error
+	for _, pt := range pts {
+		if err := m.awaitStop(ctx, pt); err != nil {
+			if failed == nil {
+				failed = make(map[Partition]error)
+			}
+			failed[pt.key] = err
+		}
+	}
+	return failed
+}
+
 func (m *Manager) stopPartition(ctx context.Context, pt *partition) error {
 	pt.requestStop()
+	return m.awaitStop(ctx, pt)
+}
+
+// awaitStop waits for a driver asked to stop to exit and removes it; when
+// ctx ends first, a goroutine removes it once it exited.
+func (m *Manager) awaitStop(ctx context.Context, pt *partition) error {
 	select {
-	case <-pt.done:
-	case <-ctx.Done():
-		m.goFunc(func() { // Close removes it if this cannot start
-			<-pt.done
-			m.remove(pt)
-		})
-		return fmt.Errorf("fetcher: stopping %s: %w", pt.key, ctx.Err())
+	case <-pt.done: // first: a driver that has exited is stopped, whatever ctx says
+	default:
+		select {
+		case <-pt.done:
+		case <-ctx.Done():
+			m.goFunc(func() { // Close removes it if this cannot start
+				<-pt.done
+				m.remove(pt)
+			})
+			return fmt.Errorf("fetcher: stopping %s: %w", pt.key, ctx.Err())
+		}
 	}
 	m.remove(pt)
 	return nil
@@ -488,11 +533,17 @@ func (m *Manager) Close() {
 // backoff returns the wait before retry attempt n (1-based): exponential
 // from the configured min to max, with ±20% jitter.
 func (m *Manager) backoff(n int) time.Duration {
-	d := m.cfg.backoffMin
-	for i := 1; i < n && d < m.cfg.backoffMax; i++ {
+	return m.backoffUpTo(n, m.cfg.backoffMax)
+}
+
+// backoffUpTo is backoff with the given max (the configured max if lower).
+func (m *Manager) backoffUpTo(n int, most time.Duration) time.Duration {
+	most = min(most, m.cfg.backoffMax)
+	d := min(m.cfg.backoffMin, most)
+	for i := 1; i < n && d < most; i++ {
 		d *= 2
 	}
-	d = min(d, m.cfg.backoffMax)
+	d = min(d, most)
 	jitter := time.Duration(rand.Int64N(int64(d)/5*2+1)) - d/5
 	return max(time.Millisecond, d+jitter)
 }

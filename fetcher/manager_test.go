@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sidemirror/sidemirror/internal/testwait"
 )
@@ -564,15 +566,18 @@ func TestAppendErrorProducerID(t *testing.T) {
 	}
 }
 
-// TestLocalNotLeader: NOT_LEADER_OR_FOLLOWER from the local broker stops the
-// partition and calls OnNotLeader.
+// TestLocalNotLeader: NOT_LEADER_OR_FOLLOWER from the local broker, once
+// the partition has appended, stops the partition and calls OnNotLeader.
 func TestLocalNotLeader(t *testing.T) {
 	e := newTestEnv(t, 1, map[string]int32{"nl": 1})
-	e.produce(e.producer(kgo.NoCompression()), "nl", []int32{0}, 0, 20, 5)
-	controlProduce(e, 1, kerr.NotLeaderForPartition.Code)
+	cl := e.producer(kgo.NoCompression())
+	e.produce(cl, "nl", []int32{0}, 0, 20, 5)
 	m := e.newManager()
 	p := Partition{testMirror, "nl", 0}
 	startAll(t, m, "nl", []int32{0})
+	e.waitCaughtUp(m, "nl", []int32{0})
+	controlProduce(e, 1, kerr.NotLeaderForPartition.Code)
+	e.produce(cl, "nl", []int32{0}, 20, 10, 5)
 	testwait.For(t, waitTimeout, "OnNotLeader", func() bool { return len(e.events.notLeaders()) == 1 })
 	if got := e.events.notLeaders()[0]; got != p {
 		t.Fatalf("OnNotLeader(%v)", got)
@@ -580,13 +585,96 @@ func TestLocalNotLeader(t *testing.T) {
 	if st := m.Status(); len(st) != 0 {
 		t.Fatalf("partition still listed: %+v", st)
 	}
-	if end := e.offsets(e.dstAdm, false, "nl")[0]; end != 0 {
-		t.Fatalf("destination end offset %d, want 0", end)
+	if end := e.offsets(e.dstAdm, false, "nl")[0]; end != 20 {
+		t.Fatalf("destination end offset %d, want 20", end)
 	}
 	testwait.For(t, waitTimeout, "STOPPED notified", func() bool {
 		states := e.events.statesOf(p)
 		return states[len(states)-1] == StateStopped
 	})
+}
+
+// TestNotLeaderYet: a local broker that refuses a partition before its
+// first append (NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION, to
+// the ListOffsets or the produce request), as one that has just become its
+// leader or created it does, is waited for: the driver keeps trying with a
+// short backoff rather than giving the partition up (which had the
+// coordinator start it again at once, in a tight loop at thousands of
+// partitions), and appends once the broker takes it.
+func TestNotLeaderYet(t *testing.T) {
+	tests := []struct {
+		name string
+		key  kmsg.Key
+		code int16
+	}{
+		{"produce NOT_LEADER_OR_FOLLOWER", kmsg.Produce, kerr.NotLeaderForPartition.Code},
+		{"produce UNKNOWN_TOPIC_OR_PARTITION", kmsg.Produce, kerr.UnknownTopicOrPartition.Code},
+		{"ListOffsets NOT_LEADER_OR_FOLLOWER", kmsg.ListOffsets, kerr.NotLeaderForPartition.Code},
+		{"ListOffsets UNKNOWN_TOPIC_OR_PARTITION", kmsg.ListOffsets, kerr.UnknownTopicOrPartition.Code},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, 1, map[string]int32{"ny": 2})
+			parts := []int32{0, 1}
+			e.produce(e.producer(kgo.NoCompression()), "ny", parts, 0, 20, 5)
+			const refusals = 4
+			var seen *atomic.Int32
+			if tc.key == kmsg.Produce {
+				seen = controlProduce(e, refusals, tc.code)
+			} else {
+				seen = controlListOffsets(e, refusals, tc.code)
+			}
+			core, logs := observer.New(zap.InfoLevel)
+			m := e.newManager(Logger(zap.New(core)))
+			startAll(t, m, "ny", parts)
+			e.waitCaughtUp(m, "ny", parts)
+			if seen.Load() <= refusals {
+				t.Fatalf("%d requests, want more than the %d refused", seen.Load(), refusals)
+			}
+			if got := e.events.notLeaders(); len(got) != 0 {
+				t.Fatalf("OnNotLeader(%v): the partitions were given up", got)
+			}
+			for _, p := range parts {
+				if n := logs.FilterMessage("partition starting").FilterField(zap.Int32("partition", p)).Len(); n != 1 {
+					t.Fatalf("partition %d: %d driver starts, want 1", p, n)
+				}
+			}
+			if n := logs.FilterMessageSnippet("does not lead the partition yet").Len(); n < 1 || n > len(parts) {
+				t.Fatalf("%d logs of the wait, want one per partition that waited (at most %d)", n, len(parts))
+			}
+			if n := e.compareTopic("ny"); n != 40 {
+				t.Fatalf("compared %d records, want 40", n)
+			}
+		})
+	}
+}
+
+// controlListOffsets makes the destination answer the next n ListOffsets
+// requests with code for every partition, and returns the number of
+// ListOffsets requests seen.
+func controlListOffsets(e *testEnv, n int32, code int16) *atomic.Int32 {
+	var seen atomic.Int32
+	e.dst.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if seen.Add(1) > n {
+			e.dst.DropControl()
+			return nil, nil, false
+		}
+		e.dst.KeepControl()
+		lr := req.(*kmsg.ListOffsetsRequest)
+		resp := lr.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range lr.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &seen
 }
 
 // TestDestinationErrors: non-retriable produce errors fail the partition
@@ -834,6 +922,87 @@ func TestStopWaitsForInFlightAppend(t *testing.T) {
 	if n := seriesCount(m.met.errors); n != 0 {
 		t.Fatalf("%d error series: a restarted partition must continue its producer sequence", n)
 	}
+}
+
+// TestStopPartitions stops three partitions, the first with an append the
+// destination holds: every driver is asked to stop before any is waited
+// for, so the two others have stopped while that append is still held (one
+// by one, the first Stop would wait for it before the others were asked),
+// and all are removed once it returns.
+func TestStopPartitions(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"sp": 3})
+	parts := []int32{0, 1, 2}
+	cl := e.producer(kgo.NoCompression())
+	e.produce(cl, "sp", parts, 0, 10, 10)
+	core, logs := observer.New(zap.InfoLevel)
+	m := e.newManager(Logger(zap.New(core)))
+	startAll(t, m, "sp", parts)
+	e.waitCaughtUp(m, "sp", parts)
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.DropControl() // only the first produce request
+		close(entered)
+		e.dst.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	e.produce(cl, "sp", []int32{0}, 10, 10, 10)
+	<-entered
+	ps := []Partition{{testMirror, "sp", 0}, {testMirror, "sp", 1}, {testMirror, "sp", 2}, {testMirror, "sp", 9}} // 9: not running
+	done := make(chan map[Partition]error, 1)
+	go func() { done <- m.StopPartitions(context.Background(), ps) }()
+	testwait.For(t, waitTimeout, "the drivers without an append in flight stopped", func() bool {
+		stopped := logs.FilterMessage("partition stopped")
+		return stopped.FilterField(zap.Int32("partition", 1)).Len() == 1 && stopped.FilterField(zap.Int32("partition", 2)).Len() == 1
+	})
+	if n := logs.FilterMessage("partition stopped").FilterField(zap.Int32("partition", 0)).Len(); n != 0 {
+		t.Fatal("the partition with an append held stopped before the append returned")
+	}
+	close(release)
+	if failed := <-done; failed != nil {
+		t.Fatalf("StopPartitions: %v", failed)
+	}
+	if st := m.Status(); len(st) != 0 {
+		t.Fatalf("partitions left: %+v", st)
+	}
+	for _, p := range ps[:3] {
+		testwait.For(t, waitTimeout, p.String()+" STOPPED notified", func() bool {
+			states := e.events.statesOf(p)
+			return states[len(states)-1] == StateStopped
+		})
+	}
+	if end := e.offsets(e.dstAdm, false, "sp")[0]; end != 20 {
+		t.Fatalf("the held batch should have landed: destination end %d", end)
+	}
+}
+
+// TestStopPartitionsTimeout: partitions that have not stopped when the
+// context ends are returned with the error and removed once they stop.
+func TestStopPartitionsTimeout(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"st": 2})
+	cl := e.producer(kgo.NoCompression())
+	e.produce(cl, "st", []int32{0}, 0, 10, 10)
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.dst.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.dst.DropControl()
+		close(entered)
+		e.dst.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	m := e.newManager()
+	startAll(t, m, "st", []int32{0, 1}) // 1 has nothing to append
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	held, idle := Partition{testMirror, "st", 0}, Partition{testMirror, "st", 1}
+	failed := m.StopPartitions(ctx, []Partition{held, idle})
+	if len(failed) != 1 || !errors.Is(failed[held], context.DeadlineExceeded) {
+		t.Fatalf("StopPartitions returned %v, want %s with context.DeadlineExceeded", failed, held)
+	}
+	if st := m.Status(); len(st) != 1 || st[0].Partition != held || st[0].State != StateStopping {
+		t.Fatalf("status %+v, want %s STOPPING alone", st, held)
+	}
+	close(release)
+	testwait.For(t, waitTimeout, "partition removed", func() bool { return len(m.Status()) == 0 })
 }
 
 // TestSourceClusterChanged gives the mirror the cluster ID of another

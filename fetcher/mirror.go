@@ -36,6 +36,7 @@ type mirror struct {
 	cl       *kgo.Client
 	log      *zap.Logger
 	settings atomic.Pointer[MirrorSettings]
+	offsets  *offsetBatcher // source ListOffsets look-ups (offsets.go)
 
 	ctx    context.Context // ends when the mirror closes: sessions stop
 	cancel context.CancelFunc
@@ -69,6 +70,7 @@ func newMirror(m *Manager, name string, cl *kgo.Client) *mirror {
 		refreshing: make(map[string]chan struct{}),
 	}
 	mir.ctx, mir.cancel = context.WithCancel(m.ctx)
+	mir.offsets = newOffsetBatcher(m, mir.ctx, mir.sendSourceOffsets)
 	return mir
 }
 
@@ -192,39 +194,21 @@ func (mir *mirror) loadLeaders(ctx context.Context, topic string) *topicLeaders 
 }
 
 // listOffset returns the source offset for timestamp ts (-2: log start, -1:
-// high watermark) of p; kgo sends it to the partition's leader.
+// high watermark) of p; kgo sends it to the partition's leader, batched
+// with the look-ups of other partitions (offsets.go).
 func (mir *mirror) listOffset(ctx context.Context, p Partition, ts int64) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	t := kmsg.NewListOffsetsRequestTopic()
-	t.Topic = p.Topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition = p.Partition
-	rp.CurrentLeaderEpoch = -1
-	rp.Timestamp = ts
-	t.Partitions = append(t.Partitions, rp)
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, mir.cl)
-	if err != nil {
-		mir.m.met.countError(opListOffsets, err)
-		return 0, fmt.Errorf("source ListOffsets(%d) for %s: %w", ts, p, err)
+	a := mir.offsets.list(ctx, offsetQuery{p.Topic, p.Partition, ts})
+	if a.err == nil {
+		return a.offset, nil
 	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if rt.Topic != p.Topic || rp.Partition != p.Partition {
-				continue
-			}
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				mir.m.met.countError(opListOffsets, err)
-				if err == kerr.TopicAuthorizationFailed {
-					return 0, fmt.Errorf("%w: source ListOffsets for %s: %w", ErrSourceRejected, p, err)
-				}
-				return 0, fmt.Errorf("source ListOffsets(%d) for %s: %w", ts, p, err)
-			}
-			return rp.Offset, nil
-		}
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("source ListOffsets(%d) for %s: %w", ts, p, ctx.Err())
 	}
-	return 0, fmt.Errorf("source ListOffsets(%d) for %s: %w", ts, p, errMissingAnswer)
+	mir.m.met.countError(opListOffsets, a.err)
+	if a.err == kerr.TopicAuthorizationFailed {
+		return 0, fmt.Errorf("%w: source ListOffsets for %s: %w", ErrSourceRejected, p, a.err)
+	}
+	return 0, fmt.Errorf("source ListOffsets(%d) for %s: %w", ts, p, a.err)
 }
 
 // fetchOnce fetches p from offset directly from broker leader, outside the

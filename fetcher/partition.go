@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,9 +22,10 @@ import (
 // that fetches for it hands data over through fetch (under mu); the appender
 // hands results over through results.
 type partition struct {
-	m   *Manager
-	key Partition
-	log *zap.Logger
+	m          *Manager
+	key        Partition
+	log        *zap.Logger
+	promLabels []*dto.LabelPair // of its per-partition series (metrics.go)
 
 	ctx    context.Context // cancelled by Stop and Close
 	cancel context.CancelFunc
@@ -40,6 +42,8 @@ type partition struct {
 	completion    time.Duration          // moving average of how long transactions took to complete after EndTxn
 	omap          []OffsetShift          // translate mode: the offset map, loaded by every runOnce
 	attempt       int                    // consecutive retriable failures
+	waits         int                    // consecutive attempts that found the local broker not leading yet
+	appended      bool                   // the local broker acknowledged an append of this driver
 	pendingDelete int64                  // DeleteRecords(this) once aligned; -1: none
 
 	mu      sync.Mutex // guards the fields below; taken after mirror.mu
@@ -136,6 +140,7 @@ func newPartition(m *Manager, key Partition, counters [3]int64) *partition {
 		m:             m,
 		key:           key,
 		log:           m.log.With(zap.String("mirror", key.Mirror), zap.String("topic", key.Topic), zap.Int32("partition", key.Partition)),
+		promLabels:    partitionLabels(key),
 		done:          make(chan struct{}),
 		results:       make(chan appendResult, m.cfg.maxInFlight),
 		wake:          make(chan struct{}, 1),
@@ -295,6 +300,21 @@ func (p *partition) run() {
 			return
 		}
 		switch {
+		case p.notReady(err):
+			// A partition the destination has just created or moved here
+			// is refused until the broker's log for it is ready; the
+			// reconciler stops the driver if the broker does not lead it
+			// after all (DESIGN.md, "Not the leader yet").
+			p.waits++
+			d := p.m.backoffUpTo(p.waits, notReadyWaitMax)
+			if p.waits == 1 {
+				p.log.Info("the local broker does not lead the partition yet: waiting before the first append", zap.Error(err))
+			}
+			p.setLastError(err)
+			if !sleepCtx(p.ctx, d) {
+				return
+			}
+			continue
 		case errors.Is(err, errNotLeader):
 			p.detach()
 			p.m.notLeader(p)
@@ -321,6 +341,20 @@ func (p *partition) run() {
 			return
 		}
 	}
+}
+
+// notReadyWaitMax bounds the wait between the attempts of a partition
+// whose local broker does not lead it yet: it appends within about that
+// long of the broker becoming ready.
+const notReadyWaitMax = time.Second
+
+// notReady reports whether err says that the local broker does not lead
+// the partition, or does not know it, before this driver's first append
+// was acknowledged: a broker that has just become the leader, or has just
+// created the partition, refuses it for a while. Later, NOT_LEADER means
+// that leadership moved: the driver stops.
+func (p *partition) notReady(err error) bool {
+	return !p.appended && (errors.Is(err, errNotLeader) || errors.Is(err, errLocalUnknown))
 }
 
 // runOnce reads the destination LEO, aligns the partition with the source

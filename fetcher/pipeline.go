@@ -185,6 +185,7 @@ func (pl *pipeline) complete(it *appendItem) {
 	// Appended where it belongs (possibly after an earlier failure whose
 	// batch did land after all).
 	pl.leo = it.last + 1
+	p.appended, p.waits = true, 0
 	if it.txn != nil {
 		// tp.seq moved on when the batch was sent: the batches behind it
 		// have their sequences already.
@@ -278,6 +279,8 @@ func classifyAppendError(err error, it *appendItem) error {
 	switch ke {
 	case kerr.NotLeaderForPartition:
 		return fmt.Errorf("%w: append of source offset %d: %w", errNotLeader, it.base, err)
+	case kerr.UnknownTopicOrPartition:
+		return fmt.Errorf("%w: append of source offset %d: %w", errLocalUnknown, it.base, err)
 	case kerr.TopicAuthorizationFailed:
 		return fmt.Errorf("%w (append of source offset %d)", ErrNotSuperUser, it.base)
 	case kerr.OutOfOrderSequenceNumber, kerr.DuplicateSequenceNumber, kerr.InvalidProducerEpoch,
