@@ -163,13 +163,7 @@ func (m *Manager) watch() {
 		case <-m.ctx.Done():
 			return
 		case now := <-t.C:
-			m.mu.Lock()
-			parts := make([]*partition, 0, len(m.parts))
-			for _, p := range m.parts {
-				parts = append(parts, p)
-			}
-			m.mu.Unlock()
-			for _, p := range parts {
+			for _, p := range m.partitions() {
 				p.mu.Lock()
 				p.watchLocked(now)
 				p.mu.Unlock()

@@ -3,6 +3,7 @@ package fetcher
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -452,15 +453,17 @@ func (m *Manager) mirror(name string) (*mirror, error) {
 	return nil, fmt.Errorf("%w %q", ErrUnknownMirror, name)
 }
 
+// partitions returns the partitions the Manager drives, in no order.
+func (m *Manager) partitions() []*partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Values(m.parts))
+}
+
 // Status returns a snapshot of every partition the Manager drives (running,
 // stopping or FAILED), sorted by mirror, topic and partition.
 func (m *Manager) Status() []PartitionStatus {
-	m.mu.Lock()
-	parts := make([]*partition, 0, len(m.parts))
-	for _, p := range m.parts {
-		parts = append(parts, p)
-	}
-	m.mu.Unlock()
+	parts := m.partitions()
 	out := make([]PartitionStatus, 0, len(parts))
 	for _, p := range parts {
 		out = append(out, p.status())
@@ -495,10 +498,7 @@ func (m *Manager) Close() {
 		return
 	}
 	m.closed = true
-	parts := make([]*partition, 0, len(m.parts))
-	for _, p := range m.parts {
-		parts = append(parts, p)
-	}
+	parts := slices.Collect(maps.Values(m.parts))
 	mirrors := make([]*mirror, 0, len(m.mirrors))
 	for _, mir := range m.mirrors {
 		mirrors = append(mirrors, mir)

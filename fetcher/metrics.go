@@ -230,13 +230,7 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.Unlock()
 	for _, m := range managers {
-		m.mu.Lock()
-		parts := make([]*partition, 0, len(m.parts))
-		for _, p := range m.parts {
-			parts = append(parts, p)
-		}
-		m.mu.Unlock()
-		for _, p := range parts {
+		for _, p := range m.partitions() {
 			st := p.status()
 			if st.State == StateStopped {
 				continue
