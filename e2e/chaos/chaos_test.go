@@ -500,6 +500,7 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 	}
 	var lastLog time.Time
 	described := false
+	last := readActivity(context.Background())
 	for {
 		now := time.Now()
 		var lagging []string
@@ -526,7 +527,9 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 		}
 		if now.Sub(lastLog) >= 10*time.Second {
 			t.Logf("%s %s after the last fault, not converged: %s", now.UTC().Format("15:04:05.000"), now.Sub(since).Round(time.Second), strings.Join(lagging, "; "))
-			lastLog = now
+			cur := readActivity(context.Background())
+			t.Logf("sidecars meanwhile:%s", cur.since(last))
+			last, lastLog = cur, now
 		}
 		if !described && now.Sub(since) > 30*time.Second {
 			described = true

@@ -55,7 +55,9 @@
 // source took that later (convergence, at most 60 s; it compares high
 // watermarks and last stable offsets, waits up to 3 minutes, logs what
 // differs meanwhile and then names the partitions whose end offsets still
-// differ); then, per partition, it dumps both sides
+// differ, and with them each sidecar's rates since the last log: records
+// copied, produce requests and their mean latency, fetches, merged and
+// filler batches, markers, budget waits and errors); then, per partition, it dumps both sides
 // with kcat (-f with partition, offset, key, value, headers and timestamp),
 // once read_committed and once read_uncommitted, and compares them line by
 // line; a transaction is resolved the same way on both sides when its
@@ -76,5 +78,6 @@
 //	schedule.go  fault kinds, Schedule, CHAOS_SEED and CHAOS_DURATION, Summary
 //	workload.go  Workload: the idempotent, transactional and compacting producers and the group
 //	check.go     kcat dumps, Compare, SeqStats (duplicates and gaps), Report
+//	activity.go  the sidecars' counters read while a run converges, as rates
 //	chaos_test.go TestChaos (CHAOS=1): the bed, the faults injected, the checks
 package chaos
