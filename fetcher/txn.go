@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -295,26 +296,48 @@ func (p *partition) waitAdds() {
 	p.adds = nil
 }
 
-// addAhead starts the add of the next batch in upcoming (fetched data not
-// handled yet), if inspecting that batch at offset next (the partition's
-// next offset) finds a transactional batch to append there (actionTxn:
-// framing and CRC checked, so the stream will append it rather than fail
-// on it) of a producer the run has looked up (startAdd).
+// addAheadBatches bounds how many batches of fetched data addAhead looks
+// at.
+const addAheadBatches = 32
+
+// addAhead starts the adds of the transactions that upcoming (fetched data
+// not handled yet, from the partition's next offset next on) begins for
+// producers the run has looked up (startAdd): for the first batch of each
+// producer among the next addAheadBatches batches, if it is a
+// transactional batch to append at its offset (actionTxn: framing and CRC
+// checked, so the stream will append it rather than fail on it) and the
+// producer is between transactions here. Such a batch begins the
+// producer's next transaction whatever comes before it: the producer has
+// no batch before it in upcoming, and its previous marker here was
+// replayed and its transaction completed (replayMarker). Where source
+// producers take turns on a partition, the add of one's next transaction
+// so goes out while another's is still being appended, ended and
+// completed, instead of after.
 func (p *partition) addAhead(upcoming []byte, next int64) {
-	b, err := nextBatch(upcoming)
-	if err != nil || len(b) < batchHeaderSize || b[offMagic] != 2 || batchBase(b) != next {
-		return
-	}
-	// The header first: the loop looks again after every append result.
-	if attrs := binary.BigEndian.Uint16(b[offAttributes:]); attrs&attrTransactional == 0 || attrs&attrControl != 0 {
-		return
-	}
-	tp := p.txns[int64(binary.BigEndian.Uint64(b[offProducerID:]))]
-	if tp == nil || tp.open || tp.add != nil {
-		return
-	}
-	if _, action, err := inspectBatch(b, next); err == nil && action == actionTxn {
-		p.startAdd(tp)
+	var seen []int64 // producers whose first batch was looked at
+	for range addAheadBatches {
+		b, err := nextBatch(upcoming)
+		if err != nil || len(b) < batchHeaderSize || b[offMagic] != 2 {
+			return
+		}
+		upcoming = upcoming[len(b):]
+		base := batchBase(b)
+		attrs := binary.BigEndian.Uint16(b[offAttributes:])
+		if base < next || attrs&attrTransactional == 0 {
+			continue
+		}
+		pid := int64(binary.BigEndian.Uint64(b[offProducerID:]))
+		if slices.Contains(seen, pid) {
+			continue
+		}
+		seen = append(seen, pid)
+		tp := p.txns[pid]
+		if attrs&attrControl != 0 || tp == nil || tp.open || tp.add != nil {
+			continue
+		}
+		if _, action, err := inspectBatch(b, base); err == nil && action == actionTxn {
+			p.startAdd(tp)
+		}
 	}
 }
 
@@ -392,12 +415,15 @@ func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64, u
 		p.log.Info("transaction marker without records on this partition: replaying an empty transaction",
 			zap.Int64("offset", at), zap.Int64("source-producer-id", rb.ProducerID))
 	}
+	idle := time.Now()
 	if tp, err = p.beginTxn(pl, tp); err != nil {
 		return err
 	}
+	added := time.Now()
 	if err := p.m.endTxn(p.ctx, p.txnCl, tp, commit); err != nil {
 		return err
 	}
+	ended := time.Now()
 	tp.open = false
 	completed := func() {
 		if !tp.shared { // else the epoch is bumped first
@@ -414,6 +440,10 @@ func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64, u
 	}
 	pl.leo, pl.next = at+1, at+1
 	p.setLEO(at + 1)
+	if ce := p.log.Check(zap.DebugLevel, "transaction marker replayed"); ce != nil {
+		ce.Write(zap.Int64("offset", at), zap.Bool("commit", commit), zap.Duration("add-wait", added.Sub(idle)),
+			zap.Duration("end-txn", ended.Sub(added)), zap.Duration("complete", time.Since(ended)))
+	}
 	outcome := "abort"
 	if commit {
 		outcome = "commit"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ import (
 // read, and a transaction is complete (DescribeTransactions stops showing
 // PrepareCommit or PrepareAbort) complete after its EndTxn was answered,
 // as a coordinator writes the markers and then CompleteCommit. While on
-// is set it counts the requests by key.
+// is set it counts the requests by key, and keeps the order of the
+// transaction requests (events).
 type slowTxnDestination struct {
 	c                     *kfake.Cluster
 	write, read, complete time.Duration
@@ -32,6 +34,14 @@ type slowTxnDestination struct {
 	mu     sync.Mutex
 	counts map[int16]int
 	ended  map[string]endedTxn // by transactional ID
+	events []txnEvent
+}
+
+// txnEvent is an AddPartitionsToTxn, EndTxn or DescribeTransactions of one
+// transactional ID, as the destination received it.
+type txnEvent struct {
+	key int16
+	id  string
 }
 
 type endedTxn struct {
@@ -56,6 +66,16 @@ func (d *slowTxnDestination) control(kreq kmsg.Request) (kmsg.Response, error, b
 	key := kreq.Key()
 	d.mu.Lock()
 	d.counts[key]++
+	switch req := kreq.(type) {
+	case *kmsg.AddPartitionsToTxnRequest:
+		d.events = append(d.events, txnEvent{key, req.TransactionalID})
+	case *kmsg.EndTxnRequest:
+		d.events = append(d.events, txnEvent{key, req.TransactionalID})
+	case *kmsg.DescribeTransactionsRequest:
+		if len(req.TransactionalIDs) == 1 {
+			d.events = append(d.events, txnEvent{key, req.TransactionalIDs[0]})
+		}
+	}
 	d.mu.Unlock()
 	switch key {
 	case kmsg.Produce.Int16(), kmsg.AddPartitionsToTxn.Int16(), kmsg.EndTxn.Int16():
@@ -209,6 +229,72 @@ func TestCatchUpTransactions(t *testing.T) {
 	if fixed := float64(total-counts["DescribeTransactions"]) / float64(txns); fixed > 4.5 {
 		t.Fatalf("%.2f destination requests besides DescribeTransactions per replayed transaction, want at most 4.5 "+
 			"(one Produce, AddPartitionsToTxn, EndTxn and ListOffsets)", fixed)
+	}
+}
+
+// TestAddAheadOfTheOtherProducer: two source producers take turns on a
+// partition, one transaction each, so that each transaction's first batch
+// follows the other producer's marker. The AddPartitionsToTxn of each
+// transaction must go out while the marker before it is replayed (before
+// the destination shows that transaction complete), not after: the add is
+// then off the path from one marker to the next.
+func TestAddAheadOfTheOtherProducer(t *testing.T) {
+	const topic, rounds = "txturns", 20
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	ctx := context.Background()
+	a := e.producer(kgo.NoCompression(), kgo.TransactionalID("turns-a"))
+	b := e.producer(kgo.NoCompression(), kgo.TransactionalID("turns-b"))
+	next := 0
+	for range rounds {
+		for _, cl := range []*kgo.Client{a, b} {
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(ctx, record(topic, 0, next), record(topic, 0, next+1)).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			next += 2
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	plain := e.producer(kgo.NoCompression())
+	e.produce(plain, topic, []int32{0}, next, 1, 1)
+
+	slow := newSlowTxnDestination(e.dst, 2*time.Millisecond, 500*time.Microsecond, 5*time.Millisecond)
+	m := e.newManager()
+	slow.on.Store(true)
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0})
+	slow.on.Store(false)
+	e.compareTopic(topic)
+	e.compareRawBatches(topic, 0, 0)
+
+	slow.mu.Lock()
+	events := slices.Clone(slow.events)
+	slow.mu.Unlock()
+	// The add of y's transaction went out ahead when it is not between
+	// the EndTxn of the transaction before it (another producer's) and
+	// its own EndTxn.
+	var turns, ahead int
+	prev := -1 // index of the previous EndTxn
+	for i, ev := range events {
+		if ev.key != kmsg.EndTxn.Int16() {
+			continue
+		}
+		if prev >= 0 && events[prev].id != ev.id {
+			turns++
+			if !slices.Contains(events[prev+1:i], txnEvent{kmsg.AddPartitionsToTxn.Int16(), ev.id}) {
+				ahead++
+			}
+		}
+		prev = i
+	}
+	t.Logf("%d transactions after the other producer's, %d of them added before that one ended", turns, ahead)
+	if turns < 2*rounds-2 || ahead < turns-2 {
+		t.Fatalf("%d of %d transactions that follow the other producer's marker were added to before that marker was replayed; "+
+			"want all but the first two", ahead, turns)
 	}
 }
 

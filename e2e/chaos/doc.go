@@ -41,7 +41,9 @@
 //     duplicate or a gap names the record;
 //   - two transactional producers into a second topic, committing about
 //     three transactions in four and aborting the rest, several partitions
-//     per transaction, some transactions spanning a fault;
+//     per transaction, some transactions spanning a fault, each pausing 150
+//     to 250 ms between transactions (a mirror replays a partition's
+//     transactions one at a time);
 //   - a compacted topic (small segments, eager cleaner) with a few hundred
 //     keys overwritten again and again and tombstones among them, so that
 //     compaction holes and empty batches reach the mirror;

@@ -27,7 +27,14 @@ type Topics struct {
 // producer overwriting a few hundred keys of a compacted topic with
 // tombstones among the values, and a consumer group reading the plain topic
 // and committing its offsets. Every producer keeps a steady, modest rate, so
-// that the run stays within the machine's two cores.
+// that the run stays within the machine's two cores. The transactional
+// producers pause 150 to 250 ms between transactions: about 4 each per
+// second, 8 per partition of their topic. A mirror replays a partition's
+// transactions one after the other, four replicated writes each (about 50
+// per second per partition on the test bed, fetcher/DESIGN.md), and two
+// producers that wrote without pausing outran that replay by half (24 per
+// second per partition), so that the backlog the faults left could not
+// drain.
 type Workload struct {
 	topics Topics
 	opts   []kgo.Opt
@@ -247,7 +254,7 @@ func (w *Workload) transactional(cl *kgo.Client, name string, seed uint64) {
 		w.mu.Unlock()
 		select {
 		case <-w.ctx.Done():
-		case <-time.After(time.Duration(10+rng.IntN(40)) * time.Millisecond):
+		case <-time.After(time.Duration(150+rng.IntN(100)) * time.Millisecond):
 		}
 	}
 }
