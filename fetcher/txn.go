@@ -268,7 +268,22 @@ func (p *partition) startAdd(tp *txnProducer) {
 		close(a.done)
 	}
 	tp.add = a
+	p.pruneAdds()
 	p.adds = append(p.adds, a)
+}
+
+// pruneAdds forgets the adds sent ahead that are answered: waitAdds need
+// not wait for them, and a run that replays transactions for hours would
+// otherwise keep one for each.
+func (p *partition) pruneAdds() {
+	p.adds = slices.DeleteFunc(p.adds, func(a *txnAdd) bool {
+		select {
+		case <-a.done:
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 // finishAdd waits for tp's add sent ahead, or adds the partition to tp's

@@ -382,3 +382,19 @@ func TestPipelinedTxnBatchRefused(t *testing.T) {
 		t.Fatalf("commit markers replayed = %v, want 1", got)
 	}
 }
+
+// TestAnsweredAddsForgotten: the adds a run sent ahead are kept until
+// answered only, not for the rest of the run.
+func TestAnsweredAddsForgotten(t *testing.T) {
+	answered := func() *txnAdd {
+		a := &txnAdd{done: make(chan struct{})}
+		close(a.done)
+		return a
+	}
+	pending := &txnAdd{done: make(chan struct{})}
+	p := &partition{adds: []*txnAdd{answered(), pending, answered()}}
+	p.pruneAdds()
+	if len(p.adds) != 1 || p.adds[0] != pending {
+		t.Fatalf("after pruning, %d adds kept, want only the one not answered", len(p.adds))
+	}
+}
