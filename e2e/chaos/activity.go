@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sidemirror/sidemirror/e2e/testbed"
 )
 
 // activityMetrics are the sidecar counters whose changes tell, while a run
@@ -35,10 +37,10 @@ type activity struct {
 	values map[int32]map[string]float64
 }
 
-// readActivity reads every running sidecar's activityMetrics.
-func readActivity(ctx context.Context) activity {
+// readActivity reads the activityMetrics of every sidecar that answers.
+func readActivity(ctx context.Context, sidecars []*testbed.Sidecar) activity {
 	a := activity{at: time.Now(), values: map[int32]map[string]float64{}}
-	for _, s := range env.Sidecars.Sidecars() {
+	for _, s := range sidecars {
 		page, err := s.Metrics(ctx)
 		if err != nil {
 			continue

@@ -500,7 +500,7 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 	}
 	var lastLog time.Time
 	described := false
-	last := readActivity(context.Background())
+	last := readActivity(context.Background(), env.Sidecars.Sidecars())
 	for {
 		now := time.Now()
 		var lagging []string
@@ -527,7 +527,7 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 		}
 		if now.Sub(lastLog) >= 10*time.Second {
 			t.Logf("%s %s after the last fault, not converged: %s", now.UTC().Format("15:04:05.000"), now.Sub(since).Round(time.Second), strings.Join(lagging, "; "))
-			cur := readActivity(context.Background())
+			cur := readActivity(context.Background(), env.Sidecars.Sidecars())
 			t.Logf("sidecars meanwhile:%s", cur.since(last))
 			last, lastLog = cur, now
 		}
