@@ -70,6 +70,7 @@ func catchUpRate(t *testing.T, neighbours bool) map[string]float64 {
 		ends[topic] = e.offsets(e.srcAdm, false, topic)[0]
 	}
 	slow := newSlowTxnDestination(e.dst, 2*time.Millisecond, 500*time.Microsecond, 5*time.Millisecond)
+	e.local = e.client(e.dst, kgo.Dialer(slow.dial))
 	m := e.newManager()
 	slow.on.Store(true)
 	start := time.Now()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +27,14 @@ import (
 // as a coordinator writes the markers and then CompleteCommit. While on
 // is set it counts the requests by key, and keeps the order of the
 // transaction requests (events).
+//
+// The latencies are added by the client connections that dial (a
+// kgo.Dialer for the Manager's local client, whose settings its
+// transaction clients share): each request is written that long after
+// the one before it on its connection, as a broker handles one request of
+// a connection at a time. (kfake's SleepControl would do it in the
+// cluster, but its queue of sleeping requests races when many
+// connections sleep at once.)
 type slowTxnDestination struct {
 	c                     *kfake.Cluster
 	write, read, complete time.Duration
@@ -58,6 +67,35 @@ func newSlowTxnDestination(c *kfake.Cluster, write, read, complete time.Duration
 	return d
 }
 
+// dial is a kgo.Dialer whose connections delay the requests while on is
+// set (see slowTxnDestination).
+func (d *slowTxnDestination) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	return &slowConn{Conn: conn, d: d}, nil
+}
+
+// slowConn delays each request it writes by its key's latency. kgo writes
+// a request (its length, then the header with the key) in one Write.
+type slowConn struct {
+	net.Conn
+	d *slowTxnDestination
+}
+
+func (c *slowConn) Write(b []byte) (int, error) {
+	if c.d.on.Load() && len(b) >= 6 {
+		switch int16(binary.BigEndian.Uint16(b[4:])) {
+		case kmsg.Produce.Int16(), kmsg.AddPartitionsToTxn.Int16(), kmsg.EndTxn.Int16():
+			time.Sleep(c.d.write)
+		default:
+			time.Sleep(c.d.read)
+		}
+	}
+	return c.Conn.Write(b)
+}
+
 func (d *slowTxnDestination) control(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	d.c.KeepControl()
 	if !d.on.Load() {
@@ -77,12 +115,6 @@ func (d *slowTxnDestination) control(kreq kmsg.Request) (kmsg.Response, error, b
 		}
 	}
 	d.mu.Unlock()
-	switch key {
-	case kmsg.Produce.Int16(), kmsg.AddPartitionsToTxn.Int16(), kmsg.EndTxn.Int16():
-		d.c.SleepControl(func() { time.Sleep(d.write) })
-	default:
-		d.c.SleepControl(func() { time.Sleep(d.read) })
-	}
 	switch req := kreq.(type) {
 	case *kmsg.EndTxnRequest:
 		// Answered by kfake right after this returns: the transaction
@@ -201,6 +233,7 @@ func TestCatchUpTransactions(t *testing.T) {
 	txns := 2 * iterations * len(parts)        // destination transactions, one per source transaction and partition
 
 	slow := newSlowTxnDestination(e.dst, 2*time.Millisecond, 500*time.Microsecond, 5*time.Millisecond)
+	e.local = e.client(e.dst, kgo.Dialer(slow.dial))
 	m := e.newManager()
 	slow.on.Store(true)
 	start := time.Now()
@@ -263,6 +296,7 @@ func TestAddAheadOfTheOtherProducer(t *testing.T) {
 	e.produce(plain, topic, []int32{0}, next, 1, 1)
 
 	slow := newSlowTxnDestination(e.dst, 2*time.Millisecond, 500*time.Microsecond, 5*time.Millisecond)
+	e.local = e.client(e.dst, kgo.Dialer(slow.dial))
 	m := e.newManager()
 	slow.on.Store(true)
 	startAll(t, m, topic, []int32{0})

@@ -258,12 +258,12 @@ func (s *Server) startConn(c net.Conn, open *atomic.Int32) bool {
 		return false
 	}
 	if int(open.Load()) >= s.cfg.maxConnections {
-		_ = c.Close()
 		if s.overflow.allow() {
 			s.log.Warn("refused admin connections: the limit of open connections is reached (admin.max.connections; logged at most every 10 s)",
 				zap.Int("max-connections", s.cfg.maxConnections), zap.Int("refused", s.overflow.take()),
 				zap.String("remote-addr", c.RemoteAddr().String()))
 		}
+		_ = c.Close() // after the log: the client sees the close, the log already holds the refusal
 		return true
 	}
 	s.conns[c] = struct{}{}
