@@ -843,9 +843,6 @@ func (p *partition) stream(pl *pipeline, mir *mirror, fetchFrom int64) error {
 						return err
 					}
 				}
-				// The adds of other producers' transactions after the
-				// marker go out while it is replayed.
-				p.addAhead(cur.records[pos:], rb.FirstOffset+1)
 				if err := p.replayMarker(pl, &rb, rb.FirstOffset, cur.records[pos:]); err != nil {
 					return err
 				}

@@ -311,48 +311,26 @@ func (p *partition) waitAdds() {
 	p.adds = nil
 }
 
-// addAheadBatches bounds how many batches of fetched data addAhead looks
-// at.
-const addAheadBatches = 32
-
-// addAhead starts the adds of the transactions that upcoming (fetched data
-// not handled yet, from the partition's next offset next on) begins for
-// producers the run has looked up (startAdd): for the first batch of each
-// producer among the next addAheadBatches batches, if it is a
-// transactional batch to append at its offset (actionTxn: framing and CRC
-// checked, so the stream will append it rather than fail on it) and the
-// producer is between transactions here. Such a batch begins the
-// producer's next transaction whatever comes before it: the producer has
-// no batch before it in upcoming, and its previous marker here was
-// replayed and its transaction completed (replayMarker). Where source
-// producers take turns on a partition, the add of one's next transaction
-// so goes out while another's is still being appended, ended and
-// completed, instead of after.
+// addAhead starts the add of the next batch in upcoming (fetched data not
+// handled yet), if inspecting that batch at offset next (the partition's
+// next offset) finds a transactional batch to append there (actionTxn:
+// framing and CRC checked, so the stream will append it rather than fail
+// on it) of a producer the run has looked up (startAdd).
 func (p *partition) addAhead(upcoming []byte, next int64) {
-	var seen []int64 // producers whose first batch was looked at
-	for range addAheadBatches {
-		b, err := nextBatch(upcoming)
-		if err != nil || len(b) < batchHeaderSize || b[offMagic] != 2 {
-			return
-		}
-		upcoming = upcoming[len(b):]
-		base := batchBase(b)
-		attrs := binary.BigEndian.Uint16(b[offAttributes:])
-		if base < next || attrs&attrTransactional == 0 {
-			continue
-		}
-		pid := int64(binary.BigEndian.Uint64(b[offProducerID:]))
-		if slices.Contains(seen, pid) {
-			continue
-		}
-		seen = append(seen, pid)
-		tp := p.txns[pid]
-		if attrs&attrControl != 0 || tp == nil || tp.open || tp.add != nil {
-			continue
-		}
-		if _, action, err := inspectBatch(b, base); err == nil && action == actionTxn {
-			p.startAdd(tp)
-		}
+	b, err := nextBatch(upcoming)
+	if err != nil || len(b) < batchHeaderSize || b[offMagic] != 2 || batchBase(b) != next {
+		return
+	}
+	// The header first: the loop looks again after every append result.
+	if attrs := binary.BigEndian.Uint16(b[offAttributes:]); attrs&attrTransactional == 0 || attrs&attrControl != 0 {
+		return
+	}
+	tp := p.txns[int64(binary.BigEndian.Uint64(b[offProducerID:]))]
+	if tp == nil || tp.open || tp.add != nil {
+		return
+	}
+	if _, action, err := inspectBatch(b, next); err == nil && action == actionTxn {
+		p.startAdd(tp)
 	}
 }
 

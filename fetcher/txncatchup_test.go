@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -262,73 +261,6 @@ func TestCatchUpTransactions(t *testing.T) {
 	if fixed := float64(total-counts["DescribeTransactions"]) / float64(txns); fixed > 4.5 {
 		t.Fatalf("%.2f destination requests besides DescribeTransactions per replayed transaction, want at most 4.5 "+
 			"(one Produce, AddPartitionsToTxn, EndTxn and ListOffsets)", fixed)
-	}
-}
-
-// TestAddAheadOfTheOtherProducer: two source producers take turns on a
-// partition, one transaction each, so that each transaction's first batch
-// follows the other producer's marker. The AddPartitionsToTxn of each
-// transaction must go out while the marker before it is replayed (before
-// the destination shows that transaction complete), not after: the add is
-// then off the path from one marker to the next.
-func TestAddAheadOfTheOtherProducer(t *testing.T) {
-	const topic, rounds = "txturns", 20
-	e := newTestEnv(t, 1, map[string]int32{topic: 1})
-	ctx := context.Background()
-	a := e.producer(kgo.NoCompression(), kgo.TransactionalID("turns-a"))
-	b := e.producer(kgo.NoCompression(), kgo.TransactionalID("turns-b"))
-	next := 0
-	for range rounds {
-		for _, cl := range []*kgo.Client{a, b} {
-			if err := cl.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.ProduceSync(ctx, record(topic, 0, next), record(topic, 0, next+1)).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			next += 2
-			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	plain := e.producer(kgo.NoCompression())
-	e.produce(plain, topic, []int32{0}, next, 1, 1)
-
-	slow := newSlowTxnDestination(e.dst, 2*time.Millisecond, 500*time.Microsecond, 5*time.Millisecond)
-	e.local = e.client(e.dst, kgo.Dialer(slow.dial))
-	m := e.newManager()
-	slow.on.Store(true)
-	startAll(t, m, topic, []int32{0})
-	e.waitCaughtUp(m, topic, []int32{0})
-	slow.on.Store(false)
-	e.compareTopic(topic)
-	e.compareRawBatches(topic, 0, 0)
-
-	slow.mu.Lock()
-	events := slices.Clone(slow.events)
-	slow.mu.Unlock()
-	// The add of y's transaction went out ahead when it is not between
-	// the EndTxn of the transaction before it (another producer's) and
-	// its own EndTxn.
-	var turns, ahead int
-	prev := -1 // index of the previous EndTxn
-	for i, ev := range events {
-		if ev.key != kmsg.EndTxn.Int16() {
-			continue
-		}
-		if prev >= 0 && events[prev].id != ev.id {
-			turns++
-			if !slices.Contains(events[prev+1:i], txnEvent{kmsg.AddPartitionsToTxn.Int16(), ev.id}) {
-				ahead++
-			}
-		}
-		prev = i
-	}
-	t.Logf("%d transactions after the other producer's, %d of them added before that one ended", turns, ahead)
-	if turns < 2*rounds-2 || ahead < turns-2 {
-		t.Fatalf("%d of %d transactions that follow the other producer's marker were added to before that marker was replayed; "+
-			"want all but the first two", ahead, turns)
 	}
 }
 
