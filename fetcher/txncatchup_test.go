@@ -24,8 +24,7 @@ import (
 // read, and a transaction is complete (DescribeTransactions stops showing
 // PrepareCommit or PrepareAbort) complete after its EndTxn was answered,
 // as a coordinator writes the markers and then CompleteCommit. While on
-// is set it counts the requests by key, and keeps the order of the
-// transaction requests (events).
+// is set it counts the requests by key.
 //
 // The latencies are added by the client connections that dial (a
 // kgo.Dialer for the Manager's local client, whose settings its
@@ -42,14 +41,6 @@ type slowTxnDestination struct {
 	mu     sync.Mutex
 	counts map[int16]int
 	ended  map[string]endedTxn // by transactional ID
-	events []txnEvent
-}
-
-// txnEvent is an AddPartitionsToTxn, EndTxn or DescribeTransactions of one
-// transactional ID, as the destination received it.
-type txnEvent struct {
-	key int16
-	id  string
 }
 
 type endedTxn struct {
@@ -103,16 +94,6 @@ func (d *slowTxnDestination) control(kreq kmsg.Request) (kmsg.Response, error, b
 	key := kreq.Key()
 	d.mu.Lock()
 	d.counts[key]++
-	switch req := kreq.(type) {
-	case *kmsg.AddPartitionsToTxnRequest:
-		d.events = append(d.events, txnEvent{key, req.TransactionalID})
-	case *kmsg.EndTxnRequest:
-		d.events = append(d.events, txnEvent{key, req.TransactionalID})
-	case *kmsg.DescribeTransactionsRequest:
-		if len(req.TransactionalIDs) == 1 {
-			d.events = append(d.events, txnEvent{key, req.TransactionalIDs[0]})
-		}
-	}
 	d.mu.Unlock()
 	switch req := kreq.(type) {
 	case *kmsg.EndTxnRequest:
