@@ -29,19 +29,24 @@ import (
 //
 // The destination's transaction coordinator is the record of open
 // transactions: a partition that (re)starts looks its producers up with
-// DescribeTransactions and DescribeProducers and continues a transaction
-// that is still open instead of aborting it.
+// DescribeTransactions and DescribeProducers and continues a transactional
+// ID the destination knows, with its producer ID and epoch, instead of
+// starting it over: a transaction still open is continued, not aborted.
 //
-// Fencing (DESIGN.md D8): a transaction continued that way shares its
-// producer ID and epoch with whoever wrote it before, possibly a sidecar
-// that froze and will wake up with a request in hand. Nothing fences that
-// owner while the transaction is open (InitProducerID would abort it), but
-// its requests for that transaction are harmless: the only EndTxn it can
-// send is the one for the marker at the destination log end offset it had
-// reached, which is where the successor writes the same marker. Once the
-// transaction is complete, the successor bumps the epoch before the ID is
-// used again (fenceTxnProducer), so a late EndTxn or AddPartitionsToTxn of
-// the old owner is refused instead of ending or opening the next
+// Fencing (DESIGN.md D8): a transactional ID continued that way shares its
+// producer ID and epoch with whoever used it before, possibly a sidecar
+// that froze, or whose AddPartitionsToTxn is still being written to the
+// coordinator's log, and that will act with a request in hand. Nothing
+// fences that owner while it may have a transaction open (InitProducerID
+// would abort it, and the abort's marker would land where the source has a
+// record), but its requests are harmless: it replays the same source at the
+// same offsets, so its add opens the transaction the successor opens, and
+// the only EndTxn it can send is the one for the marker at the destination
+// log end offset it had reached, which is where the successor writes the
+// same marker. Once the successor has replayed a marker and the
+// destination shows nothing open or in transition under the ID, it bumps
+// the epoch (fenceTxnProducer), so a late EndTxn or AddPartitionsToTxn of
+// the old owner is refused instead of ending or opening a later
 // transaction. Every InitProducerID of an existing ID names the producer ID
 // and epoch it expects, so a late one cannot bump past the owner either.
 
@@ -104,11 +109,14 @@ type txnProducer struct {
 	epoch  int16
 	seq    int32 // base sequence of the next batch sent on the partition
 	open   bool  // the partition is in the producer's ongoing transaction
-	// shared: the open transaction was found on the destination, not
-	// begun by this run; its ID and epoch may still be held by an
-	// earlier owner, so the epoch is bumped once the transaction is
-	// complete (fenceTxnProducer), before anything else uses the ID.
+	// shared: the producer ID and epoch were found on the destination,
+	// not given to this run; an earlier owner may still hold them, so the
+	// epoch is bumped after a marker, once nothing is open under the ID
+	// (fenceTxnProducer).
 	shared bool
+	// readSeq: seq is not known yet; beginTxn reads it once the partition
+	// is in the transaction (readSequence).
+	readSeq bool
 	// established: the local broker acknowledged a batch of this
 	// producer ID and epoch in this run (lastAck: when), so it holds the
 	// producer's state on the partition and refuses a batch that does not
@@ -139,9 +147,11 @@ func (tp *txnProducer) String() string {
 const maxIdleTxnProducers = 256
 
 // txnProducerFor returns the destination producer of source producer
-// srcPID, looking it up on the destination the first time: an ongoing
-// transaction is continued (with the sequence the broker expects next),
-// otherwise InitProducerID starts the producer over with a new epoch.
+// srcPID, looking it up on the destination the first time: a
+// transactional ID the destination knows is continued with its producer ID
+// and epoch (an ongoing transaction with the sequence the broker expects
+// next), and its epoch is bumped after the run's first marker with it; an
+// unknown one gets a new producer ID (InitProducerID).
 //
 // The caller has nothing in flight. An open transaction's next sequence
 // comes from DescribeProducers; a request of that transaction from before
@@ -150,6 +160,14 @@ const maxIdleTxnProducers = 256
 // would make the sequence disagree with the offset, so the log end offset
 // is read again right after it: if it moved, the run starts over from it.
 func (p *partition) txnProducerFor(ctx context.Context, pl *pipeline, srcPID int64) (*txnProducer, error) {
+	return p.lookUpTxnProducer(ctx, pl, srcPID, false)
+}
+
+// lookUpTxnProducer is txnProducerFor; renew starts an ID with nothing open
+// over with a new epoch instead of continuing it: for a run whose producer
+// the destination fenced or forgot between transactions (beginTxn), whose
+// epoch somebody else bumped.
+func (p *partition) lookUpTxnProducer(ctx context.Context, pl *pipeline, srcPID int64, renew bool) (*txnProducer, error) {
 	if tp := p.txns[srcPID]; tp != nil {
 		return tp, nil
 	}
@@ -167,46 +185,55 @@ func (p *partition) txnProducerFor(ctx context.Context, pl *pipeline, srcPID int
 	}
 	tp := &txnProducer{srcPID: srcPID, id: id}
 	switch {
-	case d == nil || d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort" || d.State == "Dead":
+	case d == nil || d.ProducerID < 0 || d.ProducerEpoch < 0:
+		// Unknown (never used, or expired): nothing can be open under
+		// it, so a new producer ID aborts nothing.
+		mir, err := p.m.mirror(p.key.Mirror)
+		if err != nil {
+			return nil, err
+		}
+		if tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, mir.settings.Load().TransactionTimeout, -1, -1); err != nil {
+			return nil, err
+		}
+	case renew && d.State != "Ongoing" && !strings.HasPrefix(d.State, "Prepare"):
 		mir, err := p.m.mirror(p.key.Mirror)
 		if err != nil {
 			return nil, err
 		}
 		timeout := mir.settings.Load().TransactionTimeout
-		if d == nil || d.ProducerID < 0 || d.ProducerEpoch < 0 {
-			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, -1, -1)
-		} else {
-			// Twice: Kafka answers an InitProducerID that expects the
-			// epoch before the current one as a retry of the bump (with
-			// the current epoch), so after two bumps a late request of
-			// an earlier owner, expecting d's epoch, is fenced.
-			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, d.ProducerID, d.ProducerEpoch)
-			if err == nil {
-				tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, tp.pid, tp.epoch)
-			}
+		// Twice, as fenceTxnProducer does.
+		tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, d.ProducerID, d.ProducerEpoch)
+		if err == nil {
+			tp.pid, tp.epoch, err = p.m.initTxnProducer(ctx, p.txnCl, id, timeout, tp.pid, tp.epoch)
 		}
 		if err != nil {
 			// PRODUCER_FENCED here: another bump came in between,
 			// and the next attempt looks the ID up again.
 			return nil, err
 		}
-	case d.State == "Ongoing":
+	case d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort" || d.State == "Ongoing":
+		// Continued with the producer ID and epoch the destination
+		// holds, open or not: the epoch is bumped once this run has
+		// replayed a marker with it (fenceTxnProducer). Bumping it now
+		// could abort a transaction that an earlier owner is opening at
+		// this very moment: DescribeTransactions shows the state before
+		// a transition whose log write is still pending, and the
+		// InitProducerID that follows would then fence the transaction
+		// the add opens and write an ABORT marker at the log end offset,
+		// where the source has the transaction's first record.
 		tp.pid, tp.epoch, tp.shared = d.ProducerID, d.ProducerEpoch, true
-		tp.open = d.Topics.Lookup(p.key.Topic, p.key.Partition)
-		last, err := p.m.lastSequence(ctx, p.key, tp.pid, tp.epoch)
-		if err != nil {
-			return nil, err
+		tp.open = d.State == "Ongoing" && d.Topics.Lookup(p.key.Topic, p.key.Partition)
+		if tp.open {
+			if err := p.readSequence(ctx, pl, tp); err != nil {
+				return nil, err
+			}
+		} else {
+			// Read once the partition is in the transaction (beginTxn):
+			// a broker may list only producers with a transaction open
+			// on the partition.
+			tp.readSeq = true
 		}
-		tp.seq = nextSequence(last, 1)
-		leo, err := p.m.listLocalLEO(ctx, p.key)
-		if err != nil {
-			return nil, err
-		}
-		if leo != pl.next {
-			return nil, fmt.Errorf("the destination log end offset of %s moved from %d to %d while transaction %s was looked up: "+
-				"resuming from it", p.key, pl.next, leo, tp)
-		}
-		p.log.Info("continuing an open destination transaction",
+		p.log.Info("continuing a destination transactional ID", zap.String("state", d.State),
 			zap.String("transactional-id", id), zap.Int64("producer-id", tp.pid), zap.Int16("producer-epoch", tp.epoch),
 			zap.Bool("partition-in-transaction", tp.open), zap.Int32("next-sequence", tp.seq))
 	default: // PrepareCommit, PrepareAbort, PrepareEpochFence: markers being written
@@ -214,6 +241,28 @@ func (p *partition) txnProducerFor(ctx context.Context, pl *pipeline, srcPID int
 	}
 	p.txns[srcPID] = tp
 	return tp, nil
+}
+
+// readSequence sets tp's next sequence on the partition from the local
+// broker's producer state, and checks that the log end offset is still the
+// run's next offset: a batch of tp from before (an earlier run's or owner's,
+// its outcome unknown) that lands between the two would make them disagree.
+// The caller has nothing in flight.
+func (p *partition) readSequence(ctx context.Context, pl *pipeline, tp *txnProducer) error {
+	last, err := p.m.lastSequence(ctx, p.key, tp.pid, tp.epoch)
+	if err != nil {
+		return err
+	}
+	leo, err := p.m.listLocalLEO(ctx, p.key)
+	if err != nil {
+		return err
+	}
+	if leo != pl.next {
+		return fmt.Errorf("the destination log end offset of %s moved from %d to %d while transaction %s was looked up: "+
+			"resuming from it", p.key, pl.next, leo, tp)
+	}
+	tp.seq, tp.readSeq = nextSequence(last, 1), false
+	return nil
 }
 
 // beginTxn adds the partition to tp's transaction unless it is in it,
@@ -232,7 +281,7 @@ func (p *partition) beginTxn(pl *pipeline, tp *txnProducer) (*txnProducer, error
 		p.log.Info("destination transactional ID expired or fenced between transactions: initializing it again",
 			zap.String("transactional-id", tp.id), zap.Error(err))
 		delete(p.txns, tp.srcPID)
-		if tp, err = p.txnProducerFor(p.ctx, pl, tp.srcPID); err != nil {
+		if tp, err = p.lookUpTxnProducer(p.ctx, pl, tp.srcPID, true); err != nil {
 			return nil, err
 		}
 		if !tp.open {
@@ -243,6 +292,11 @@ func (p *partition) beginTxn(pl *pipeline, tp *txnProducer) (*txnProducer, error
 		return nil, err
 	}
 	tp.open = true
+	if tp.readSeq {
+		if err := p.readSequence(p.ctx, pl, tp); err != nil {
+			return nil, err
+		}
+	}
 	return tp, nil
 }
 
@@ -427,7 +481,7 @@ func (p *partition) replayMarker(pl *pipeline, rb *kmsg.RecordBatch, at int64, u
 		return err
 	}
 	if tp.shared {
-		if err := p.fenceTxnProducer(tp); err != nil {
+		if err := p.fenceTxnProducer(tp, at); err != nil {
 			return err
 		}
 	}
@@ -578,41 +632,90 @@ func (p *partition) txnCompleted(ctx context.Context, tp *txnProducer, at int64)
 		return true, nil // expired, or the epoch moved on: no longer this transaction
 	case d.State == "PrepareCommit", d.State == "PrepareAbort":
 		return false, nil // markers still being written
-	case d.State == "Ongoing":
-		// Ended and begun again with this epoch: only an earlier owner
-		// of the ID can have done that.
-		return false, fmt.Errorf("%w: transaction %s is open again right after its marker at offset %d; another writer uses the transactional ID",
-			ErrExactness, tp, at)
 	}
+	// Complete, or Ongoing again with this epoch: an earlier owner of a
+	// continued ID has opened the next transaction (fenceTxnProducer then
+	// leaves the epoch shared); the log end offset check follows.
 	return true, nil
 }
 
-// fenceTxnProducer bumps the epoch of tp, whose transaction was found open
-// on the destination and is now complete: an earlier owner that may still
-// hold the old epoch is fenced before the transactional ID begins another
-// transaction. The destination shows the transaction complete, so no
-// transaction is open under the ID that InitProducerID could abort.
-func (p *partition) fenceTxnProducer(tp *txnProducer) error {
+// fenceTxnProducer bumps the epoch of tp, continued from the destination
+// and with its transaction now complete, its marker at offset at: an
+// earlier owner that may still hold the old epoch is fenced before the
+// transactional ID begins another transaction.
+//
+// InitProducerID aborts whatever is open under the ID, and a transaction
+// that an earlier owner opened meanwhile (its AddPartitionsToTxn sent ahead
+// for the next transaction, late) holds this partition: the abort would
+// write an ABORT marker at the log end offset, where the source has the
+// next transaction's first record. So the epoch is bumped only while the
+// destination shows the ID with nothing open and nothing in transition
+// (InitProducerID answers CONCURRENT_TRANSACTIONS while an add's log write
+// is pending, which DescribeTransactions does not show); otherwise it stays
+// shared and the next marker tries again. An add that lands between the
+// look and the bump is not seen in time: the log end offset read after the
+// bump finds its marker, and the partition fails with the reason.
+func (p *partition) fenceTxnProducer(tp *txnProducer, at int64) error {
 	mir, err := p.m.mirror(p.key.Mirror)
 	if err != nil {
 		return err
 	}
+	d, err := p.m.describeTxn(p.ctx, p.txnCl, tp.id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case d == nil || d.ProducerID != tp.pid || d.ProducerEpoch != tp.epoch:
+		// Expired, or bumped by another holder: the next use looks it up.
+		delete(p.txns, tp.srcPID)
+		return nil
+	case d.State != "Empty" && d.State != "CompleteCommit" && d.State != "CompleteAbort":
+		p.keepShared(tp, d.State)
+		return nil
+	}
 	timeout := mir.settings.Load().TransactionTimeout
-	pid, epoch, err := p.m.initTxnProducer(p.ctx, p.txnCl, tp.id, timeout, tp.pid, tp.epoch)
+	pid, epoch, err := p.m.initTxnProducerOnce(p.ctx, p.txnCl, tp.id, timeout, tp.pid, tp.epoch)
+	if errors.Is(err, kerr.ConcurrentTransactions) {
+		p.keepShared(tp, "a transition in progress")
+		return nil
+	}
 	if err == nil {
+		// Kafka answers an InitProducerID that expects the epoch just
+		// before the current one as a retry of the bump (with the current
+		// epoch): after a second bump a late one of an earlier owner,
+		// expecting the old epoch, is refused.
 		pid, epoch, err = p.m.initTxnProducer(p.ctx, p.txnCl, tp.id, timeout, pid, epoch)
 	}
 	if err != nil {
 		// The marker is in place; the next attempt resumes after it and
-		// looks the ID up again, which bumps the epoch too.
+		// looks the ID up again.
 		delete(p.txns, tp.srcPID)
 		return err
+	}
+	leo, err := p.m.listLocalLEO(p.ctx, p.key)
+	if err != nil {
+		delete(p.txns, tp.srcPID)
+		return err
+	}
+	if leo != at+1 {
+		return fmt.Errorf("%w: the destination log end offset of %s is %d after the epoch of %s was bumped, want %d: "+
+			"an earlier owner had opened the ID's next transaction and the bump aborted it, writing a marker the source does not have",
+			ErrExactness, p.key, leo, tp, at+1)
 	}
 	p.log.Info("fenced earlier holders of a continued destination transactional ID",
 		zap.String("transactional-id", tp.id), zap.Int64("producer-id", pid), zap.Int16("producer-epoch", epoch),
 		zap.Int16("previous-epoch", tp.epoch))
 	tp.pid, tp.epoch, tp.seq, tp.shared, tp.established = pid, epoch, 0, false, false
 	return nil
+}
+
+// keepShared notes that tp's epoch stays shared past a marker: the
+// destination shows the ID in state (another holder's transaction open or
+// in transition).
+func (p *partition) keepShared(tp *txnProducer, state string) {
+	p.log.Info("the epoch of a continued destination transactional ID stays shared: another holder is using it",
+		zap.String("transactional-id", tp.id), zap.Int64("producer-id", tp.pid), zap.Int16("producer-epoch", tp.epoch),
+		zap.String("state", state))
 }
 
 // markerCommits reads the control record of a marker batch: true for
@@ -651,6 +754,9 @@ func txnRetry(ctx context.Context, what string, op func() error) error {
 		if err == nil {
 			return nil
 		}
+		if nr, ok := errors.AsType[*noRetry](err); ok {
+			return fmt.Errorf("%s: %w", what, nr.err)
+		}
 		if !retriableTxnError(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -660,6 +766,12 @@ func txnRetry(ctx context.Context, what string, op func() error) error {
 		d = min(2*d, 200*time.Millisecond)
 	}
 }
+
+// noRetry is an error of op that txnRetry returns at once although it is
+// one it waits out otherwise.
+type noRetry struct{ err error }
+
+func (e *noRetry) Error() string { return e.err.Error() }
 
 // txnFenced maps the errors that mean the destination ended or fenced a
 // replayed transaction to ErrTransactionAborted.
@@ -706,6 +818,17 @@ func (m *Manager) describeTxn(ctx context.Context, cl *kgo.Client, id string) (*
 // the destination refuses the bump (PRODUCER_FENCED) when another one came
 // in between.
 func (m *Manager) initTxnProducer(ctx context.Context, cl *kgo.Client, id string, timeout time.Duration, expPID int64, expEpoch int16) (int64, int16, error) {
+	return m.initTxn(ctx, cl, id, timeout, expPID, expEpoch, true)
+}
+
+// initTxnProducerOnce is initTxnProducer that returns CONCURRENT_TRANSACTIONS
+// instead of waiting it out: the transition in progress may be an add that
+// opens a transaction, which a retry would then abort.
+func (m *Manager) initTxnProducerOnce(ctx context.Context, cl *kgo.Client, id string, timeout time.Duration, expPID int64, expEpoch int16) (int64, int16, error) {
+	return m.initTxn(ctx, cl, id, timeout, expPID, expEpoch, false)
+}
+
+func (m *Manager) initTxn(ctx context.Context, cl *kgo.Client, id string, timeout time.Duration, expPID int64, expEpoch int16, waitConcurrent bool) (int64, int16, error) {
 	var pid int64
 	var epoch int16
 	err := txnRetry(ctx, "destination InitProducerID("+id+")", func() error {
@@ -718,6 +841,9 @@ func (m *Manager) initTxnProducer(ctx context.Context, cl *kgo.Client, id string
 			return err
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			if !waitConcurrent && errors.Is(err, kerr.ConcurrentTransactions) {
+				return &noRetry{err}
+			}
 			return err
 		}
 		pid, epoch = resp.ProducerID, resp.ProducerEpoch

@@ -301,3 +301,94 @@ func TestLookupRenewsTheEpochTwice(t *testing.T) {
 	e.compareRawBatches("renew", 0, 0)
 	e.compareTopic("renew")
 }
+
+// TestEarlierOwnersAddAtTheLookUp: an earlier owner's AddPartitionsToTxn
+// for the transaction after its last marker is still being written to the
+// coordinator's log when the successor looks the transactional ID up, so
+// DescribeTransactions shows the previous transaction complete while the
+// add opens the next one (here: the add has landed, and the successor's
+// look-up is answered CompleteCommit). The successor continues the ID
+// with its epoch instead of bumping it, which would abort the
+// transaction the add opened and write an ABORT marker where the source
+// has the transaction's first record; it bumps after its own marker.
+func TestEarlierOwnersAddAtTheLookUp(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"late-add": 1})
+	ctx := context.Background()
+	plain := e.producer(kgo.NoCompression())
+	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("late-add-src"))
+	p := Partition{testMirror, "late-add", 0}
+	txn := func(from int) {
+		t.Helper()
+		if err := src.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.ProduceSync(ctx, record("late-add", 0, from), record("late-add", 0, from+1)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(0) // marker at 2
+	old := e.newManager()
+	startAll(t, old, "late-add", []int32{0})
+	e.waitCaughtUp(old, "late-add", []int32{0})
+	old.Close()
+	held := describeDstTxn(t, e)
+
+	// The earlier owner's add for its next transaction.
+	tcl, err := newTxnClient(e.dstCl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcl.Close()
+	stale := &txnProducer{id: held.TxnID, pid: held.ProducerID, epoch: held.ProducerEpoch}
+	if err := old.addPartitionToTxn(ctx, tcl, stale, p); err != nil {
+		t.Fatal(err)
+	}
+	if d := describeDstTxn(t, e); d.State != "Ongoing" {
+		t.Fatalf("destination transaction after the earlier owner's add: %+v, want Ongoing", d)
+	}
+	var (
+		mu      sync.Mutex
+		lookups int
+	)
+	e.dst.ControlKey(int16(kmsg.DescribeTransactions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.DescribeTransactionsRequest)
+		if len(req.TransactionalIDs) != 1 || req.TransactionalIDs[0] != held.TxnID {
+			return nil, nil, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if lookups++; lookups > 1 {
+			return nil, nil, false
+		}
+		e.dst.KeepControl()
+		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.State = held.TxnID, "CompleteCommit"
+		st.ProducerID, st.ProducerEpoch, st.TimeoutMillis = held.ProducerID, held.ProducerEpoch, 60000
+		resp.TransactionStates = append(resp.TransactionStates, st)
+		return resp, nil, true
+	})
+
+	txn(3)                                            // 3, 4, marker at 5
+	e.produce(plain, "late-add", []int32{0}, 6, 2, 2) // 6, 7
+	succ := e.newManager()
+	startAll(t, succ, "late-add", []int32{0})
+	e.waitCaughtUp(succ, "late-add", []int32{0})
+	if st := succ.Status(); len(st) != 1 || st[0].State != StateMirroring {
+		t.Fatalf("status: %+v", st)
+	}
+	mu.Lock()
+	if lookups < 2 {
+		t.Errorf("DescribeTransactions of %s seen %d times, want the look-up and the check before the bump", held.TxnID, lookups)
+	}
+	mu.Unlock()
+	if d := describeDstTxn(t, e); d.ProducerID != held.ProducerID || d.ProducerEpoch != held.ProducerEpoch+2 {
+		t.Fatalf("destination producer %d epoch %d after the successor's marker, want %d epoch %d (bumped twice)",
+			d.ProducerID, d.ProducerEpoch, held.ProducerID, held.ProducerEpoch+2)
+	}
+	e.compareRawBatches("late-add", 0, 0)
+	e.compareTopic("late-add")
+}
