@@ -388,6 +388,11 @@ func (p *partition) runOnce() error {
 		return err
 	}
 	p.setSourceOffsets(-1, start)
+	if !mir.settings.Load().TranslateOffsets && leo > start {
+		if err := p.checkResume(mir, leo, start); err != nil {
+			return err
+		}
+	}
 
 	p.txns = make(map[int64]*txnProducer)
 	pl := &pipeline{p: p, leo: leo, next: leo, seqAcked: p.prod.seq,

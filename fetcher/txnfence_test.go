@@ -234,6 +234,23 @@ func TestRepeatedMarkerFound(t *testing.T) {
 	if end := e.offsets(e.dstAdm, false, "twice")[0]; end != 4 {
 		t.Fatalf("destination log end offset %d, want 4: the marker, its repeat, and nothing after them", end)
 	}
+
+	// A driver started after it (another sidecar's, say) finds the repeat
+	// at the log end offset and fails for good too, naming it.
+	m.Close()
+	m = e.newManager()
+	startAll(t, m, "twice", []int32{0})
+	testwait.For(t, waitTimeout, "the restarted partition FAILED", func() bool {
+		st := m.Status()
+		return len(st) == 1 && st[0].State == StateFailed
+	})
+	if st := m.Status()[0]; !st.Permanent || !strings.Contains(st.LastError, "wrote the marker again") ||
+		!strings.Contains(st.LastError, "offsets 2 and 3") {
+		t.Fatalf("restarted: %+v, want a permanent failure naming the repeated marker at 2 and 3", st)
+	}
+	if end := e.offsets(e.dstAdm, false, "twice")[0]; end != 4 {
+		t.Fatalf("destination log end offset %d after the restart, want 4", end)
+	}
 }
 
 // TestLookupRenewsTheEpochTwice: a partition that finds its destination

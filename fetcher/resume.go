@@ -1,0 +1,215 @@
+package fetcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// checkResume compares the destination's last record, at offset leo-1, with
+// the source's record at that offset before a run appends after it. A run
+// resumes from the destination log end offset, and the pipeline checks the
+// offset of every batch it appends, but nothing else tells a log that is
+// shifted as a whole: a control batch the source does not have (a marker
+// the destination's coordinator wrote again, or an ABORT of a fenced
+// transaction) moves every later record one offset up, and a driver that
+// starts after the batch that revealed it, on this sidecar or another one,
+// would mirror on from the shifted end. Such a partition fails for good
+// (ErrExactness), naming what the destination holds.
+//
+// Nothing is compared where the source no longer has the record (below its
+// log start, or compacted away) or the destination cannot show it yet (its
+// high watermark below the log end offset); a source that is behind the
+// destination is the stream's to judge (divergence).
+func (p *partition) checkResume(mir *mirror, leo, start int64) error {
+	at := leo - 1
+	if at < start || at < 0 {
+		return nil
+	}
+	from := max(at-1, start, 0)
+	dstRecords, err := p.m.fetchLocal(p.ctx, p.key, from)
+	if errors.Is(err, kerr.OffsetOutOfRange) && from < at {
+		from = at // the destination log starts at at
+		dstRecords, err = p.m.fetchLocal(p.ctx, p.key, from)
+	}
+	if err != nil {
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			return nil
+		}
+		return err
+	}
+	prev, last, err := batchesEndingAt(dstRecords, at)
+	if err != nil || last == nil {
+		if err == nil {
+			p.log.Debug("resume check skipped: the destination does not show its last record yet", zap.Int64("offset", at))
+		}
+		return err
+	}
+	leader, err := mir.leader(p.ctx, p.key, false)
+	if err != nil {
+		if p.ctx.Err() == nil {
+			p.sourceTrouble(err)
+		}
+		return err
+	}
+	srcRecords, _, _, err := mir.fetchOnce(p.ctx, leader, p.key, at, p.m.cfg.partMax)
+	if err != nil {
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			return nil
+		}
+		if p.ctx.Err() == nil {
+			p.sourceTrouble(err)
+		}
+		return err
+	}
+	src, err := batchHolding(srcRecords, at)
+	if err != nil || src == nil {
+		return err
+	}
+	if err := compareResumePoint(prev, last, src, at); err != nil {
+		return fmt.Errorf("%w: %s: the destination's offsets no longer match the source's from there on; "+
+			"--start --reseed re-mirrors the topic", ErrExactness, err.Error())
+	}
+	return nil
+}
+
+// compareResumePoint compares the destination batch last (ending at offset
+// at; prev the one before it, nil if not fetched) with the source batch src
+// that holds offset at.
+func compareResumePoint(prev, last, src []byte, at int64) error {
+	dst, err := parseBatch(last)
+	if err != nil {
+		return err
+	}
+	srb, err := parseBatch(src)
+	if err != nil {
+		return err
+	}
+	dCtl, sCtl := dst.Attributes&attrControl != 0, srb.Attributes&attrControl != 0
+	switch {
+	case dCtl && sCtl:
+		dc, err1 := markerCommits(&dst)
+		sc, err2 := markerCommits(&srb)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		if dc != sc {
+			return fmt.Errorf("the destination's transaction marker at offset %d is %s, the source's %s", at, outcome(dc), outcome(sc))
+		}
+		return nil
+	case dCtl:
+		if prev != nil {
+			if prb, err := parseBatch(prev); err == nil && prb.Attributes&attrControl != 0 &&
+				prb.ProducerID == dst.ProducerID && prb.ProducerEpoch == dst.ProducerEpoch {
+				return fmt.Errorf("the destination holds two transaction markers of producer ID %d, epoch %d, at offsets %d and %d, "+
+					"where the source has one marker and then a record: the destination's transaction coordinator wrote the marker again",
+					dst.ProducerID, dst.ProducerEpoch, prb.FirstOffset, at)
+			}
+		}
+		return fmt.Errorf("the destination holds a transaction marker (producer ID %d, epoch %d) at offset %d where the source has a record: "+
+			"the destination ended a transaction the source did not end there (an earlier owner's request, or a fence)",
+			dst.ProducerID, dst.ProducerEpoch, at)
+	case sCtl:
+		return fmt.Errorf("the destination holds a record at offset %d where the source has a transaction marker", at)
+	}
+	d, err := firstLiveRecord(last, &dst, at)
+	if err != nil {
+		return err
+	}
+	s, err := firstLiveRecord(src, &srb, at)
+	if err != nil || s.Offset != at || d.Offset != at {
+		return nil // no record at at on one side (compacted): nothing to compare
+	}
+	sameTime := d.Timestamp == s.Timestamp || dst.Attributes&attrLogAppendTime != 0 || srb.Attributes&attrLogAppendTime != 0
+	if !sameTime || !bytes.Equal(d.Key, s.Key) || (d.Key == nil) != (s.Key == nil) ||
+		!bytes.Equal(d.Value, s.Value) || (d.Value == nil) != (s.Value == nil) ||
+		!slices.EqualFunc(d.Headers, s.Headers, func(a, b kmsg.Header) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }) {
+		return fmt.Errorf("the destination's record at offset %d (timestamp %d) is not the source's record at that offset (timestamp %d)",
+			at, d.Timestamp, s.Timestamp)
+	}
+	return nil
+}
+
+func outcome(commit bool) string {
+	if commit {
+		return "COMMIT"
+	}
+	return "ABORT"
+}
+
+// batchesEndingAt returns, from raw batches, the batch that holds offset at
+// and the one before it (nil if it is not among them); last is nil if no
+// batch holds at.
+func batchesEndingAt(raw []byte, at int64) (prev, last []byte, err error) {
+	for len(raw) > 0 {
+		b, err := nextBatch(raw)
+		if err != nil || b == nil {
+			return nil, nil, err
+		}
+		raw = raw[len(b):]
+		if batchBase(b) <= at && at < batchNext(b) {
+			return prev, b, nil
+		}
+		prev = b
+	}
+	return nil, nil, nil
+}
+
+// batchHolding returns the first of raw's batches that ends at or after
+// offset at, nil if there is none or it begins after at.
+func batchHolding(raw []byte, at int64) ([]byte, error) {
+	for len(raw) > 0 {
+		b, err := nextBatch(raw)
+		if err != nil || b == nil {
+			return nil, err
+		}
+		raw = raw[len(b):]
+		if batchNext(b) > at {
+			if batchBase(b) > at {
+				return nil, nil
+			}
+			return b, nil
+		}
+	}
+	return nil, nil
+}
+
+// fetchLocal fetches p from offset from the local broker, read_uncommitted,
+// without waiting for more data than it has.
+func (m *Manager) fetchLocal(ctx context.Context, p Partition, offset int64) ([]byte, error) {
+	req := m.newFetchRequest()
+	req.MaxWaitMillis = 0
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = p.Topic
+	t.Partitions = append(t.Partitions, newFetchPartition(p.Partition, offset, m.cfg.partMax))
+	req.Topics = append(req.Topics, t)
+	resp, err := m.localBroker().Request(ctx, &fetchRequest{req})
+	if err != nil {
+		return nil, fmt.Errorf("destination fetch of %s at offset %d: %w", p, offset, err)
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(fr.ErrorCode); err != nil {
+		return nil, fmt.Errorf("destination fetch of %s at offset %d: %w", p, offset, err)
+	}
+	for _, rt := range fr.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic != p.Topic || rp.Partition != p.Partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				if ke, ok := errors.AsType[*kerr.Error](err); ok && ke != kerr.OffsetOutOfRange {
+					return nil, localError(fmt.Sprintf("destination fetch at offset %d", offset), p, ke)
+				}
+				return nil, fmt.Errorf("destination fetch of %s at offset %d: %w", p, offset, err)
+			}
+			return rp.RecordBatches, nil
+		}
+	}
+	return nil, fmt.Errorf("destination fetch of %s at offset %d: %w", p, offset, errMissingAnswer)
+}
