@@ -3,13 +3,14 @@ package fetcher
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/zap"
 )
 
 // checkResume compares the destination's last record, at offset leo-1, with
@@ -23,10 +24,12 @@ import (
 // would mirror on from the shifted end. Such a partition fails for good
 // (ErrExactness), naming what the destination holds.
 //
-// Nothing is compared where the source no longer has the record (below its
-// log start, or compacted away) or the destination cannot show it yet (its
-// high watermark below the log end offset); a source that is behind the
-// destination is the stream's to judge (divergence).
+// A destination whose high watermark is below its log end offset cannot
+// show its last record yet: the run waits (a retriable error). Nothing is
+// compared where the source no longer has the record (below its log start,
+// or compacted away); a source that is behind the destination is the
+// stream's to judge (divergence). After a marker the run also waits until
+// its transaction is complete (waitResumedMarker).
 func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	at := leo - 1
 	if at < start || at < 0 {
@@ -45,11 +48,14 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 		return err
 	}
 	prev, last, err := batchesEndingAt(dstRecords, at)
-	if err != nil || last == nil {
-		if err == nil {
-			p.log.Debug("resume check skipped: the destination does not show its last record yet", zap.Int64("offset", at))
-		}
+	if err != nil {
 		return err
+	}
+	if last == nil {
+		// Beyond the high watermark: an append the in-sync replicas do
+		// not all have yet (one of them is down, or its disk full).
+		return fmt.Errorf("the destination's high watermark of %s is below its log end offset %d: resuming once its last batch is replicated",
+			p.key, leo)
 	}
 	leader, err := mir.leader(p.ctx, p.key, false)
 	if err != nil {
@@ -76,7 +82,64 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 		return fmt.Errorf("%w: %s: the destination's offsets no longer match the source's from there on; "+
 			"--start --reseed re-mirrors the topic", ErrExactness, err.Error())
 	}
+	if batchIsControl(last) {
+		return p.waitResumedMarker(last, src, leo)
+	}
 	return nil
+}
+
+// waitResumedMarker waits, before a run appends after the marker at
+// offset leo-1 (last on the destination, src on the source), until the
+// destination shows the marker's transaction complete: an earlier run may
+// have ended while it waited for that (replayMarker), and until then the
+// coordinator may write the marker again, which must land right behind it,
+// with nothing appended in between. It then checks that the marker is still
+// the last batch.
+func (p *partition) waitResumedMarker(last, src []byte, leo int64) error {
+	dst, err := parseBatch(last)
+	if err != nil {
+		return err
+	}
+	srb, err := parseBatch(src)
+	if err != nil {
+		return err
+	}
+	tp := &txnProducer{srcPID: srb.ProducerID, id: TransactionalID(p.key, srb.ProducerID), pid: dst.ProducerID, epoch: dst.ProducerEpoch}
+	ctx, cancel := context.WithTimeout(p.ctx, txnCompleteTimeout)
+	defer cancel()
+	d := time.Millisecond
+	for {
+		done, err := p.txnCompleted(ctx, tp, leo-1)
+		if err != nil && !retriableTxnError(err) {
+			return err
+		}
+		if done {
+			break
+		}
+		if !sleepCtx(ctx, d) {
+			if p.ctx.Err() != nil {
+				return p.ctx.Err()
+			}
+			return fmt.Errorf("the destination did not complete transaction %s within %s after its marker at offset %d (last: %v)",
+				tp, txnCompleteTimeout, leo-1, err)
+		}
+		d = min(2*d, 100*time.Millisecond)
+	}
+	now, err := p.m.listLocalLEO(p.ctx, p.key)
+	if err != nil {
+		return err
+	}
+	if now != leo {
+		return fmt.Errorf("%w: the destination log end offset of %s moved from %d to %d while transaction %s completed: "+
+			"its coordinator wrote the marker at offset %d again; the destination's offsets no longer match the source's from there on; "+
+			"--start --reseed re-mirrors the topic", ErrExactness, p.key, leo, now, tp, leo-1)
+	}
+	return nil
+}
+
+// batchIsControl reports whether the v2 batch b is a control batch.
+func batchIsControl(b []byte) bool {
+	return len(b) >= batchHeaderSize && binary.BigEndian.Uint16(b[offAttributes:])&attrControl != 0
 }
 
 // compareResumePoint compares the destination batch last (ending at offset

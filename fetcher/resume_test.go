@@ -3,9 +3,12 @@ package fetcher
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sidemirror/sidemirror/internal/testwait"
 )
@@ -86,4 +89,115 @@ func TestResumeMatchingLog(t *testing.T) {
 	e.waitCaughtUp(m, "resume", []int32{0})
 	e.compareRawBatches("resume", 0, 0)
 	e.compareTopic("resume")
+}
+
+// TestResumeWaitsForTheMarkersTransaction: a run that ends while it waits
+// for its marker's transaction to complete (here: the Manager closes)
+// leaves the marker last on the destination with the transaction not
+// complete yet. The next driver waits for it before appending anything, so
+// the coordinator's repeat of the marker lands right behind the first and
+// is found there, not behind later records.
+func TestResumeWaitsForTheMarkersTransaction(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"resumed-marker": 1})
+	ctx := context.Background()
+	plain := e.producer(kgo.NoCompression())
+	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("resumed-marker-src"))
+	prefix := transactionalIDPrefix(testMirror, "resumed-marker")
+
+	// After the look-up, DescribeTransactions answers CONCURRENT_TRANSACTIONS
+	// (not complete yet) until the test has written the marker again.
+	var (
+		mu       sync.Mutex
+		seen     int
+		released bool
+	)
+	e.dst.ControlKey(int16(kmsg.DescribeTransactions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.DescribeTransactionsRequest)
+		if len(req.TransactionalIDs) != 1 || !strings.HasPrefix(req.TransactionalIDs[0], prefix) {
+			return nil, nil, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen++; seen == 1 || released {
+			return nil, nil, false
+		}
+		e.dst.KeepControl()
+		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ErrorCode = req.TransactionalIDs[0], kerr.ConcurrentTransactions.Code
+		resp.TransactionStates = append(resp.TransactionStates, st)
+		return resp, nil, true
+	})
+	asked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
+
+	if err := src.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.ProduceSync(ctx, record("resumed-marker", 0, 0), record("resumed-marker", 0, 1)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil { // marker at 2
+		t.Fatal(err)
+	}
+	e.produce(plain, "resumed-marker", []int32{0}, 3, 4, 1) // 3..6, one batch each
+
+	m := e.newManager()
+	startAll(t, m, "resumed-marker", []int32{0})
+	testwait.For(t, waitTimeout, "the first driver waits for the transaction", func() bool { return asked() >= 2 })
+	m.Close()
+	if end := e.offsets(e.dstAdm, false, "resumed-marker")[0]; end != 3 {
+		t.Fatalf("destination log end offset %d after the first driver, want 3 (the marker at 2 last)", end)
+	}
+
+	m = e.newManager()
+	startAll(t, m, "resumed-marker", []int32{0})
+	before := asked()
+	testwait.For(t, waitTimeout, "the next driver asks whether the transaction is complete", func() bool { return asked() >= before+3 })
+	if end := e.offsets(e.dstAdm, false, "resumed-marker")[0]; end != 3 {
+		t.Fatalf("destination log end offset %d while the transaction completes, want 3: nothing appended after the marker", end)
+	}
+
+	// The coordinator's repeat of the marker, with the marker's producer.
+	var pid int64 = -1
+	var epoch int16
+	for _, raw := range e.rawBatches(e.dst, e.dstCl, "resumed-marker", 0, 0) {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(raw); err != nil {
+			t.Fatal(err)
+		}
+		if rb.FirstOffset == 2 && rb.Attributes&attrControl != 0 {
+			pid, epoch = rb.ProducerID, rb.ProducerEpoch
+		}
+	}
+	if pid < 0 {
+		t.Fatal("no marker at destination offset 2")
+	}
+	wm := kmsg.NewPtrWriteTxnMarkersRequest()
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed = pid, epoch, true
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "resumed-marker", []int32{0}
+	mk.Topics = append(mk.Topics, mt)
+	wm.Markers = append(wm.Markers, mk)
+	if _, err := wm.RequestWith(ctx, e.dstCl); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	released = true
+	mu.Unlock()
+
+	testwait.For(t, waitTimeout, "the partition FAILED", func() bool {
+		st := m.Status()
+		return len(st) == 1 && st[0].State == StateFailed
+	})
+	if st := m.Status()[0]; !st.Permanent || !strings.Contains(st.LastError, "wrote the marker at offset 2 again") {
+		t.Fatalf("status %+v: want a permanent failure naming the repeated marker", st)
+	}
+	if end := e.offsets(e.dstAdm, false, "resumed-marker")[0]; end != 4 {
+		t.Fatalf("destination log end offset %d, want 4: the marker, its repeat, and nothing after them", end)
+	}
 }

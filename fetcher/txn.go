@@ -699,7 +699,8 @@ func (p *partition) fenceTxnProducer(tp *txnProducer, at int64) error {
 	}
 	if leo != at+1 {
 		return fmt.Errorf("%w: the destination log end offset of %s is %d after the epoch of %s was bumped, want %d: "+
-			"an earlier owner had opened the ID's next transaction and the bump aborted it, writing a marker the source does not have",
+			"the destination wrote a control batch the source does not have (the bump aborted a transaction an earlier owner had opened, "+
+			"or a coordinator wrote a marker again)",
 			ErrExactness, p.key, leo, tp, at+1)
 	}
 	p.log.Info("fenced earlier holders of a continued destination transactional ID",

@@ -526,6 +526,11 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 			return now, lagging
 		}
 		if now.Sub(lastLog) >= 10*time.Second {
+			if stuck := permanentFailures(t, mirror); len(stuck) > 0 {
+				// No automatic retry gets these out: waiting longer
+				// cannot converge.
+				return now, append(lagging, stuck...)
+			}
 			t.Logf("%s %s after the last fault, not converged: %s", now.UTC().Format("15:04:05.000"), now.Sub(since).Round(time.Second), strings.Join(lagging, "; "))
 			cur := readActivity(context.Background(), env.Sidecars.Sidecars())
 			t.Logf("sidecars meanwhile:%s", cur.since(last))
@@ -552,6 +557,31 @@ func failedPartitions(t *testing.T, mirror string) []string {
 			for _, pd := range tp.Partitions {
 				if pd.State == "FAILED" {
 					out = append(out, fmt.Sprintf("%s-%d", tp.TopicName, pd.PartitionIndex))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// permanentFailures lists the mirror's partitions FAILED for good (no
+// automatic retry), with their reasons.
+func permanentFailures(t *testing.T, mirror string) []string {
+	t.Helper()
+	var resp protocol.DescribeClusterMirrorsResponse
+	if err := json.Unmarshal([]byte(cli(t, "--describe", "--mirror", mirror, "--json")), &resp); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range resp.Mirrors {
+		for _, tp := range m.Topics {
+			for _, pd := range tp.Partitions {
+				if pd.State == "FAILED" && pd.NonRetryable {
+					reason := ""
+					if pd.LastError != nil {
+						reason = *pd.LastError
+					}
+					out = append(out, fmt.Sprintf("%s-%d FAILED for good: %s", tp.TopicName, pd.PartitionIndex, reason))
 				}
 			}
 		}
