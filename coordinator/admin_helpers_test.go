@@ -63,8 +63,9 @@ func (d *fakeDataPlane) setMirrorCalls(name string) int {
 	return d.setMirrors[name]
 }
 
-func (*fakeDataPlane) RemoveMirror(string)           {}
-func (*fakeDataPlane) Start(fetcher.Partition) error { return nil }
+func (*fakeDataPlane) RemoveMirror(string)             {}
+func (*fakeDataPlane) Start(fetcher.Partition) error   { return nil }
+func (*fakeDataPlane) Recover(fetcher.Partition) error { return nil }
 func (*fakeDataPlane) StopPartitions(context.Context, []fetcher.Partition) map[fetcher.Partition]error {
 	return nil
 }

@@ -26,6 +26,9 @@ type DataPlane interface {
 	SetMirrorSettings(name string, settings fetcher.MirrorSettings) error
 	RemoveMirror(name string)
 	Start(p fetcher.Partition) error
+	// Recover restarts a FAILED partition on an operator's request; the
+	// operator accepts the destination's end as it stands.
+	Recover(p fetcher.Partition) error
 	// StopPartitions stops the drivers of ps together and returns those
 	// that had not stopped when ctx ended, with the error.
 	StopPartitions(ctx context.Context, ps []fetcher.Partition) map[fetcher.Partition]error

@@ -221,7 +221,7 @@ func (r *reconciler) restartRequested(st *fsm.State) {
 		r.resetRetries(p.Mirror, p.Topic)
 		r.log.Info("restarting a FAILED partition on the operator's request", zap.String("mirror", p.Mirror),
 			zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
-		if err := r.dp.Start(p); err != nil {
+		if err := r.dp.Recover(p); err != nil {
 			r.log.Warn("restart of a FAILED partition", zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Error(err))
 		}
 	}

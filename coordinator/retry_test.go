@@ -19,9 +19,10 @@ import (
 // scriptedPlane is a DataPlane whose partition states the test sets and
 // that records the partitions started.
 type scriptedPlane struct {
-	mu      sync.Mutex
-	states  map[fetcher.Partition]fetcher.PartitionStatus
-	started []fetcher.Partition
+	mu        sync.Mutex
+	states    map[fetcher.Partition]fetcher.PartitionStatus
+	started   []fetcher.Partition
+	recovered []fetcher.Partition // by Recover (also in started)
 }
 
 func (d *scriptedPlane) SetMirror(string, []kgo.Opt, fetcher.MirrorSettings) error { return nil }
@@ -36,6 +37,14 @@ func (d *scriptedPlane) Start(p fetcher.Partition) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.started = append(d.started, p)
+	return nil
+}
+
+func (d *scriptedPlane) Recover(p fetcher.Partition) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.started = append(d.started, p)
+	d.recovered = append(d.recovered, p)
 	return nil
 }
 
@@ -134,8 +143,16 @@ func TestRetryFailed(t *testing.T) {
 		t.Fatalf("describe row of the permanent failure: %d retries, non-retryable %v", d.RetryAttempt, d.NonRetryable)
 	}
 
+	plane.mu.Lock()
+	auto := len(plane.recovered)
+	plane.mu.Unlock()
+	if auto != 0 {
+		t.Fatalf("%d automatic retries started with Recover, want Start: only the operator accepts the destination as it stands", auto)
+	}
+
 	// An operator's restart (a new RestartGen) restarts both with new
-	// retries; the permanent failure too, as the operator asked.
+	// retries, with Recover; the permanent failure too, as the operator
+	// asked.
 	st.Topics["t"] = &fsm.MirrorTopic{Name: "t", Mirror: "m", Partitions: 2, Status: fsm.TopicActive, RestartGen: 1}
 	s.restartRequested(st) // the first pass only records the generation
 	if got := plane.takeStarted(); len(got) != 0 {
@@ -147,6 +164,12 @@ func TestRetryFailed(t *testing.T) {
 	slices.SortFunc(started, func(a, b fetcher.Partition) int { return int(a.Partition - b.Partition) })
 	if !slices.Equal(started, []fetcher.Partition{p, perm}) {
 		t.Fatalf("the restart started %v, want %v", started, []fetcher.Partition{p, perm})
+	}
+	plane.mu.Lock()
+	recovered := slices.Clone(plane.recovered)
+	plane.mu.Unlock()
+	if len(recovered) != 2 {
+		t.Fatalf("the restart recovered %v, want both with Recover", recovered)
 	}
 	if got := s.retryAttempt(p); got != 0 {
 		t.Fatalf("retry attempt after the restart = %d, want 0", got)

@@ -321,6 +321,21 @@ func (m *Manager) RemoveMirror(name string) {
 // Start begins mirroring p from the destination log end offset. It is
 // idempotent for a running partition and restarts a FAILED one.
 func (m *Manager) Start(p Partition) error {
+	return m.start(p, false)
+}
+
+// Recover restarts p, FAILED, on an operator's request (--recover, or
+// --start of an active topic), as Start does. The operator accepts the
+// destination as it stands: where a destination transaction marker at the
+// resume point ended the transaction otherwise than the source's (the
+// destination aborted what the source committed), the new driver resumes
+// after it instead of failing again (checkResume). A log shifted by a
+// control batch the source does not have still fails.
+func (m *Manager) Recover(p Partition) error {
+	return m.start(p, true)
+}
+
+func (m *Manager) start(p Partition, recovering bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -344,6 +359,7 @@ func (m *Manager) Start(p Partition) error {
 	}
 	m.met.startPartition(p)
 	pt := newPartition(m, p, counters)
+	pt.recovering = recovering
 	m.parts[p] = pt
 	if !m.goFunc(pt.run) {
 		delete(m.parts, p)

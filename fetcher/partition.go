@@ -45,6 +45,7 @@ type partition struct {
 	waits         int                    // consecutive attempts that found the local broker not leading yet
 	appended      bool                   // the local broker acknowledged an append of this driver
 	pendingDelete int64                  // DeleteRecords(this) once aligned; -1: none
+	recovering    bool                   // started by Recover: checkResume accepts a differing transaction outcome
 
 	mu      sync.Mutex // guards the fields below; taken after mirror.mu
 	state   State

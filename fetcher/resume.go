@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // checkResume compares the destination's last record, at offset leo-1, with
@@ -30,6 +31,12 @@ import (
 // or compacted away); a source that is behind the destination is the
 // stream's to judge (divergence). After a marker the run also waits until
 // its transaction is complete (waitResumedMarker).
+//
+// Two markers at the resume point that end the transaction differently (the
+// destination aborted a transaction the source committed, and the driver
+// that saw it is gone) leave the offsets aligned: the partition fails as
+// the driver would have (ErrTransactionAborted), and a driver the operator
+// started with --recover (Manager.Recover) resumes after it.
 func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	at := leo - 1
 	if at < start || at < 0 {
@@ -78,7 +85,19 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	if err != nil || src == nil {
 		return err
 	}
-	if err := compareResumePoint(prev, last, src, at); err != nil {
+	err = compareResumePoint(prev, last, src, at)
+	var oe *outcomeError
+	switch {
+	case errors.As(err, &oe) && p.recovering:
+		p.log.Warn("resuming after a transaction the destination ended otherwise than the source, as the operator's --recover accepts",
+			zap.Int64("marker-offset", at), zap.String("destination", outcome(oe.dstCommits)), zap.String("source", outcome(oe.srcCommits)))
+	case errors.As(err, &oe):
+		// The offsets still match: only the transaction's records are
+		// read otherwise, which the operator may accept.
+		return fmt.Errorf("%w: %s: its records are %s on the destination and %s on the source; "+
+			"--recover resumes after it, re-creating the topic restores it",
+			ErrTransactionAborted, err.Error(), verb(oe.dstCommits), verb(oe.srcCommits))
+	case err != nil:
 		return fmt.Errorf("%w: %s: the destination's offsets no longer match the source's from there on; "+
 			"--start --reseed re-mirrors the topic", ErrExactness, err.Error())
 	}
@@ -137,6 +156,26 @@ func (p *partition) waitResumedMarker(last, src []byte, leo int64) error {
 	return nil
 }
 
+// outcomeError is a resume point where both logs hold a transaction marker
+// and the two end the transaction differently.
+type outcomeError struct {
+	at                     int64
+	dstCommits, srcCommits bool
+}
+
+func (e *outcomeError) Error() string {
+	return fmt.Sprintf("the destination's transaction marker at offset %d is %s, the source's %s",
+		e.at, outcome(e.dstCommits), outcome(e.srcCommits))
+}
+
+// verb says what a transaction's marker made of its records.
+func verb(commits bool) string {
+	if commits {
+		return "committed"
+	}
+	return "aborted"
+}
+
 // batchIsControl reports whether the v2 batch b is a control batch.
 func batchIsControl(b []byte) bool {
 	return len(b) >= batchHeaderSize && binary.BigEndian.Uint16(b[offAttributes:])&attrControl != 0
@@ -163,7 +202,7 @@ func compareResumePoint(prev, last, src []byte, at int64) error {
 			return err
 		}
 		if dc != sc {
-			return fmt.Errorf("the destination's transaction marker at offset %d is %s, the source's %s", at, outcome(dc), outcome(sc))
+			return &outcomeError{at: at, dstCommits: dc, srcCommits: sc}
 		}
 		return nil
 	case dCtl:

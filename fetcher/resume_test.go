@@ -201,3 +201,71 @@ func TestResumeWaitsForTheMarkersTransaction(t *testing.T) {
 		t.Fatalf("destination log end offset %d, want 4: the marker, its repeat, and nothing after them", end)
 	}
 }
+
+// TestResumeAfterADifferentOutcome: the destination ended a transaction
+// otherwise than the source (its ABORT where the source has COMMIT), and
+// the driver that would have seen it is gone. The offsets still line up:
+// a new driver fails for good with the destination's abort as the reason,
+// and one the operator starts with --recover (Manager.Recover) resumes
+// after the marker and mirrors on at the source's offsets.
+func TestResumeAfterADifferentOutcome(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"outcome": 1})
+	ctx := context.Background()
+	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("outcome-src"))
+	if err := src.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.ProduceSync(ctx, record("outcome", 0, 0), record("outcome", 0, 1)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil { // COMMIT at 2
+		t.Fatal(err)
+	}
+	e.produce(e.producer(kgo.NoCompression()), "outcome", []int32{0}, 3, 3, 1) // 3..5
+
+	// The destination's copy: the same two records, then an ABORT at 2.
+	dst := e.client(e.dst, kgo.TransactionalID("outcome-dst"))
+	if err := dst.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.ProduceSync(ctx, record("outcome", 0, 0), record("outcome", 0, 1)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	if end := e.offsets(e.dstAdm, false, "outcome")[0]; end != 3 {
+		t.Fatalf("destination log end offset %d after its aborted transaction, want 3", end)
+	}
+
+	p := Partition{testMirror, "outcome", 0}
+	m := e.newManager()
+	startAll(t, m, "outcome", []int32{0})
+	testwait.For(t, waitTimeout, "the partition FAILED", func() bool {
+		st := m.Status()
+		return len(st) == 1 && st[0].State == StateFailed
+	})
+	st := m.Status()[0]
+	if !st.Permanent || !strings.Contains(st.LastError, ErrTransactionAborted.Error()) ||
+		!strings.Contains(st.LastError, "marker at offset 2 is ABORT, the source's COMMIT") || !strings.Contains(st.LastError, "--recover") {
+		t.Fatalf("status %+v: want a permanent failure naming the destination's ABORT at offset 2 and --recover", st)
+	}
+	if err := m.Start(p); err != nil { // an automatic retry would not pass it either
+		t.Fatal(err)
+	}
+	testwait.For(t, waitTimeout, "the restarted partition FAILED", func() bool {
+		st := m.Status()
+		return len(st) == 1 && st[0].State == StateFailed
+	})
+	if end := e.offsets(e.dstAdm, false, "outcome")[0]; end != 3 {
+		t.Fatalf("destination log end offset %d, want 3: nothing appended after the ABORT", end)
+	}
+
+	if err := m.Recover(p); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCaughtUp(m, "outcome", []int32{0})
+	if n := e.compareRawBatches("outcome", 0, 3); n != 3 {
+		t.Fatalf("compared %d batches from offset 3, want the 3 records after the marker", n)
+	}
+}

@@ -276,14 +276,17 @@ func (p *Proxy) pipe(wg *sync.WaitGroup, src, dst net.Conn, counter *atomic.Int6
 		if d := time.Until(c.due); d > 0 {
 			time.Sleep(d)
 		}
-		if _, err := dst.Write(c.data); err != nil {
+		// Counted before the write: the peer can read the bytes (and
+		// ask for Traffic) before Write returns.
+		counter.Add(int64(len(c.data)))
+		if n, err := dst.Write(c.data); err != nil {
+			counter.Add(int64(n - len(c.data)))
 			src.Close()
 			dst.Close()
 			for range q { // let the reader end
 			}
 			return
 		}
-		counter.Add(int64(len(c.data)))
 	}
 	if tc, ok := dst.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
