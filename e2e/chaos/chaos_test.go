@@ -133,17 +133,30 @@ func TestChaos(t *testing.T) {
 	if stopped.After(quiet) {
 		quiet = stopped
 	}
-	at, lagging := converge(t, mirror, all, quiet, quiet.Add(convergeWait))
+	at, lagging, gone := converge(t, mirror, all, quiet, quiet.Add(convergeWait))
 	r.Converged, r.SinceLastFault, r.Lagging = at.Sub(quiet), at.Sub(lastFault), lagging
 	var plain [][]string
 	for _, topic := range all {
-		for p := range partitions(t, topic) {
+		n := partitions(t, topic)
+		for p := range n {
+			name := fmt.Sprintf("%s-%d", topic, p)
+			reason, stopped := gone[name]
+			repeated := stopped && RepeatedMarker(reason)
 			for _, iso := range []string{"read_uncommitted", "read_committed"} {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				src, err := Kcat(ctx, env.Source, topic, p, iso)
 				if err == nil {
 					var dst []string
 					dst, err = Kcat(ctx, env.Destination, topic, p, iso)
+					if repeated {
+						// It stopped at the repeated marker: what it holds
+						// must be the source's, up to its end.
+						ends := kcatEnds(t, env.Destination, topic, n, iso)
+						if ends == nil {
+							t.Fatalf("%s: the destination's end offsets (%s) are unknown", name, iso)
+						}
+						src = Below(src, ends[p])
+					}
 					d := Compare(src, dst)
 					if topic == topics.Compacted {
 						d = CompareTables(Table(src), Table(dst))
@@ -165,6 +178,11 @@ func TestChaos(t *testing.T) {
 	}
 	r.Duplicates, r.Gaps = SeqStats(plain, stats.Acked)
 	r.Failed = failedPartitions(t, mirror)
+	for _, f := range r.Failed {
+		if RepeatedMarker(gone[f]) {
+			r.RepeatedMarker = append(r.RepeatedMarker, f+": "+gone[f])
+		}
+	}
 	r.Problems = append(r.Problems, groupOffsetsAboveEnd(t, topics)...)
 	if multiHost {
 		for _, n := range env.Destination.Nodes() {
@@ -489,10 +507,13 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32, isolation
 // converge waits until the destination's end offsets equal the source's
 // for every topic, both the high watermarks and the last stable offsets,
 // or until deadline, and returns when they were first seen equal; at the
-// deadline it returns the partitions that still differ. While it waits it
-// logs what differs every 10 s, and once, after 30 s, the mirror's
-// describe, to tell a slow partition from a stuck one.
-func converge(t *testing.T, mirror string, topics []string, since, deadline time.Time) (time.Time, []string) {
+// deadline it returns the partitions that still differ. Partitions FAILED
+// for good (no automatic retry gets them out) are left out of the wait and
+// returned in gone, "topic-partition" to the reason, from when they were
+// first seen. While it waits it logs what differs every 10 s, and once,
+// after 30 s, the mirror's describe, to tell a slow partition from a stuck
+// one.
+func converge(t *testing.T, mirror string, topics []string, since, deadline time.Time) (at time.Time, lagging []string, gone map[string]string) {
 	t.Helper()
 	counts := map[string]int32{}
 	for _, topic := range topics {
@@ -501,9 +522,18 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 	var lastLog time.Time
 	described := false
 	last := readActivity(context.Background(), env.Sidecars.Sidecars())
+	gone = map[string]string{}
 	for {
 		now := time.Now()
-		var lagging []string
+		if now.Sub(lastLog) >= 10*time.Second {
+			for name, reason := range permanentFailures(t, mirror) {
+				if _, seen := gone[name]; !seen {
+					t.Logf("%s %s FAILED for good, left out of the wait: %s", now.UTC().Format("15:04:05.000"), name, reason)
+					gone[name] = reason
+				}
+			}
+		}
+		lagging = nil
 		for _, topic := range topics {
 			n := counts[topic]
 			for _, iso := range []string{"read_uncommitted", "read_committed"} {
@@ -513,6 +543,9 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 					continue
 				}
 				for p := range n {
+					if _, stopped := gone[fmt.Sprintf("%s-%d", topic, p)]; stopped {
+						continue
+					}
 					if dst[p] != src[p] {
 						lagging = append(lagging, fmt.Sprintf("%s-%d (%s) source end %d destination end %d", topic, p, iso, src[p], dst[p]))
 					}
@@ -520,17 +553,12 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 			}
 		}
 		if len(lagging) == 0 {
-			return now, nil
+			return now, nil, gone
 		}
 		if now.After(deadline) {
-			return now, lagging
+			return now, lagging, gone
 		}
 		if now.Sub(lastLog) >= 10*time.Second {
-			if stuck := permanentFailures(t, mirror); len(stuck) > 0 {
-				// No automatic retry gets these out: waiting longer
-				// cannot converge.
-				return now, append(lagging, stuck...)
-			}
 			t.Logf("%s %s after the last fault, not converged: %s", now.UTC().Format("15:04:05.000"), now.Sub(since).Round(time.Second), strings.Join(lagging, "; "))
 			cur := readActivity(context.Background(), env.Sidecars.Sidecars())
 			t.Logf("sidecars meanwhile:%s", cur.since(last))
@@ -564,15 +592,15 @@ func failedPartitions(t *testing.T, mirror string) []string {
 	return out
 }
 
-// permanentFailures lists the mirror's partitions FAILED for good (no
-// automatic retry), with their reasons.
-func permanentFailures(t *testing.T, mirror string) []string {
+// permanentFailures returns the mirror's partitions FAILED for good (no
+// automatic retry), "topic-partition" to the reason.
+func permanentFailures(t *testing.T, mirror string) map[string]string {
 	t.Helper()
 	var resp protocol.DescribeClusterMirrorsResponse
 	if err := json.Unmarshal([]byte(cli(t, "--describe", "--mirror", mirror, "--json")), &resp); err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	out := map[string]string{}
 	for _, m := range resp.Mirrors {
 		for _, tp := range m.Topics {
 			for _, pd := range tp.Partitions {
@@ -581,7 +609,7 @@ func permanentFailures(t *testing.T, mirror string) []string {
 					if pd.LastError != nil {
 						reason = *pd.LastError
 					}
-					out = append(out, fmt.Sprintf("%s-%d FAILED for good: %s", tp.TopicName, pd.PartitionIndex, reason))
+					out[fmt.Sprintf("%s-%d", tp.TopicName, pd.PartitionIndex)] = reason
 				}
 			}
 		}

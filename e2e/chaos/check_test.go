@@ -78,3 +78,30 @@ func TestReportLagging(t *testing.T) {
 		t.Fatalf("OK %v, report:\n%s", r.OK(), s)
 	}
 }
+
+// TestReportRepeatedMarker: a partition a destination coordinator's
+// repeated marker stopped still fails the run, and the report says that it
+// was the only thing wrong; any other failure beside it gives a plain FAIL.
+func TestReportRepeatedMarker(t *testing.T) {
+	reason := "fetcher: exactness invariant violated: the destination holds two transaction markers of producer ID 2002, epoch 0, " +
+		"at offsets 11 and 12, where the source has one marker and then a record: the destination's transaction coordinator wrote the marker again"
+	if !RepeatedMarker(reason) || RepeatedMarker("fetcher: the destination aborted or fenced a replayed transaction") {
+		t.Fatal("RepeatedMarker does not tell the repeated marker from another permanent failure")
+	}
+	r := Report{Seed: 140, Duration: 4 * time.Minute, Converged: 20 * time.Second,
+		Failed: []string{"chaos-txn-0"}, RepeatedMarker: []string{"chaos-txn-0: " + reason}}
+	if s := r.String(); r.OK() || !strings.Contains(s, "only by markers a destination coordinator wrote twice") || !strings.Contains(s, "chaos-txn-0: fetcher") {
+		t.Fatalf("OK %v, report:\n%s", r.OK(), s)
+	}
+	r.Failed = append(r.Failed, "chaos-txn-1")
+	if s := r.String(); strings.Contains(s, "only by markers") || !strings.Contains(s, "result: FAIL\n") {
+		t.Fatalf("a second FAILED partition, not a repeated marker's, left the report:\n%s", s)
+	}
+}
+
+func TestBelow(t *testing.T) {
+	lines := []string{"9 1 1 1 k a ", "11 1 1 1 k b ", "12 1 1 1 k c ", "x junk"}
+	if got := Below(lines, 12); len(got) != 2 || got[1] != lines[1] {
+		t.Fatalf("Below(12) = %q, want offsets 9 and 11", got)
+	}
+}
