@@ -99,9 +99,20 @@ func TestReportRepeatedMarker(t *testing.T) {
 	}
 }
 
-func TestBelow(t *testing.T) {
-	lines := []string{"9 1 1 1 k a ", "11 1 1 1 k b ", "12 1 1 1 k c ", "x junk"}
-	if got := Below(lines, 12); len(got) != 2 || got[1] != lines[1] {
-		t.Fatalf("Below(12) = %q, want offsets 9 and 11", got)
+// TestStoppedPrefix: the source's records up to the destination's last
+// one are what a partition stopped by repeated markers must hold; a source
+// record right after it means the destination wrote a control batch where
+// the source has data.
+func TestStoppedPrefix(t *testing.T) {
+	src := []string{"9 1 1 1 k a ", "10 1 1 1 k b ", "12 1 1 1 k c ", "13 1 1 1 k d "} // a marker at 11
+	prefix, problem := StoppedPrefix(src, []string{"9 1 1 1 k a ", "10 1 1 1 k b "})
+	if problem != "" || len(prefix) != 2 || prefix[1] != src[1] {
+		t.Fatalf("StoppedPrefix = %q, %q; want offsets 9 and 10 and no problem", prefix, problem)
+	}
+	if _, problem := StoppedPrefix(src, src[:1]); !strings.Contains(problem, "record at offset 10") {
+		t.Fatalf("StoppedPrefix with the destination ending after offset 9: problem %q, want the record at 10 named", problem)
+	}
+	if prefix, problem := StoppedPrefix(src[:1], nil); len(prefix) != 0 || problem != "" {
+		t.Fatalf("StoppedPrefix of an empty destination = %q, %q", prefix, problem)
 	}
 }
