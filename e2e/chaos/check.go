@@ -88,7 +88,10 @@ func StoppedPrefix(src, dst []string) (prefix []string, problem string) {
 // completion, which a stock broker cannot be kept from doing
 // (docs/chaos-testing.md). reason is the partition's describe error.
 func RepeatedMarker(reason string) bool {
-	return strings.Contains(reason, "coordinator wrote the marker")
+	// The start's resume check and the wait after a resumed marker name the
+	// coordinator; the wait after a replayed marker names the extra batch.
+	return strings.Contains(reason, "coordinator wrote the marker") ||
+		strings.Contains(reason, "wrote a control batch the source does not have (a transaction coordinator sends a marker again")
 }
 
 // SeqStats counts, in dumps of the plain topic, records whose SeqHeader

@@ -85,7 +85,10 @@ func TestReportLagging(t *testing.T) {
 func TestReportRepeatedMarker(t *testing.T) {
 	reason := "fetcher: exactness invariant violated: the destination holds two transaction markers of producer ID 2002, epoch 0, " +
 		"at offsets 11 and 12, where the source has one marker and then a record: the destination's transaction coordinator wrote the marker again"
-	if !RepeatedMarker(reason) || RepeatedMarker("fetcher: the destination aborted or fenced a replayed transaction") {
+	waited := "fetcher: exactness invariant violated: the destination log end offset of chaos/chaos-txn/0 is 620 after the transaction marker " +
+		"at offset 618 of sidemirror:chaos:chaos-txn:0:1001 (producer ID 1002, epoch 4): the destination wrote a control batch the source " +
+		"does not have (a transaction coordinator sends a marker again when it moved or timed out between writing the markers and completing the transaction)"
+	if !RepeatedMarker(reason) || !RepeatedMarker(waited) || RepeatedMarker("fetcher: the destination aborted or fenced a replayed transaction") {
 		t.Fatal("RepeatedMarker does not tell the repeated marker from another permanent failure")
 	}
 	r := Report{Seed: 140, Duration: 4 * time.Minute, Converged: 20 * time.Second,
