@@ -163,6 +163,26 @@ func (e *testEnv) producer(codec kgo.CompressionCodec, opts ...kgo.Opt) *kgo.Cli
 
 // record returns the i-th test record of a partition: keys, values and
 // headers of several shapes, nulls and empties included.
+// txn writes records from..from+n-1 (record) to topic's partition in one
+// transaction of the transactional client cl and commits or aborts it.
+func (e *testEnv) txn(cl *kgo.Client, topic string, partition int32, from, n int, commit bool) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		e.t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, 0, n)
+	for i := range n {
+		recs = append(recs, record(topic, partition, from+i))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func record(topic string, partition int32, i int) *kgo.Record {
 	r := &kgo.Record{
 		Topic:     topic,

@@ -134,15 +134,7 @@ func TestResumeWaitsForTheMarkersTransaction(t *testing.T) {
 		return seen
 	}
 
-	if err := src.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.ProduceSync(ctx, record("resumed-marker", 0, 0), record("resumed-marker", 0, 1)).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil { // marker at 2
-		t.Fatal(err)
-	}
+	e.txn(src, "resumed-marker", 0, 0, 2, true)             // marker at 2
 	e.produce(plain, "resumed-marker", []int32{0}, 3, 4, 1) // 3..6, one batch each
 
 	m := e.newManager()
@@ -210,30 +202,13 @@ func TestResumeWaitsForTheMarkersTransaction(t *testing.T) {
 // after the marker and mirrors on at the source's offsets.
 func TestResumeAfterADifferentOutcome(t *testing.T) {
 	e := newTestEnv(t, 1, map[string]int32{"outcome": 1})
-	ctx := context.Background()
 	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("outcome-src"))
-	if err := src.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.ProduceSync(ctx, record("outcome", 0, 0), record("outcome", 0, 1)).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil { // COMMIT at 2
-		t.Fatal(err)
-	}
+	e.txn(src, "outcome", 0, 0, 2, true)                                       // COMMIT at 2
 	e.produce(e.producer(kgo.NoCompression()), "outcome", []int32{0}, 3, 3, 1) // 3..5
 
 	// The destination's copy: the same two records, then an ABORT at 2.
 	dst := e.client(e.dst, kgo.TransactionalID("outcome-dst"))
-	if err := dst.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.ProduceSync(ctx, record("outcome", 0, 0), record("outcome", 0, 1)).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		t.Fatal(err)
-	}
+	e.txn(dst, "outcome", 0, 0, 2, false)
 	if end := e.offsets(e.dstAdm, false, "outcome")[0]; end != 3 {
 		t.Fatalf("destination log end offset %d after its aborted transaction, want 3", end)
 	}

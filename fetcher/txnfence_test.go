@@ -171,15 +171,7 @@ func TestRepeatedMarkerFound(t *testing.T) {
 		return resp, nil, true
 	})
 
-	if err := src.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.ProduceSync(ctx, record("twice", 0, 0), record("twice", 0, 1)).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.EndTransaction(ctx, kgo.TryCommit); err != nil { // marker at 2
-		t.Fatal(err)
-	}
+	e.txn(src, "twice", 0, 0, 2, true)             // marker at 2
 	e.produce(plain, "twice", []int32{0}, 3, 4, 4) // 3..6
 
 	m := e.newManager()
