@@ -176,7 +176,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	r.Duplicates, r.Gaps = SeqStats(plain, stats.Acked)
-	r.Failed = failedPartitions(t, mirror)
+	r.Failed, _ = failures(t, mirror)
 	for _, f := range r.Failed {
 		if RepeatedMarker(gone[f]) {
 			r.RepeatedMarker = append(r.RepeatedMarker, f+": "+gone[f])
@@ -525,7 +525,8 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 	for {
 		now := time.Now()
 		if now.Sub(lastLog) >= 10*time.Second {
-			for name, reason := range permanentFailures(t, mirror) {
+			_, permanent := failures(t, mirror)
+			for name, reason := range permanent {
 				if _, seen := gone[name]; !seen {
 					t.Logf("%s %s FAILED for good, left out of the wait: %s", now.UTC().Format("15:04:05.000"), name, reason)
 					gone[name] = reason
@@ -571,49 +572,34 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 	}
 }
 
-// failedPartitions lists the mirror's FAILED partitions in describe.
-func failedPartitions(t *testing.T, mirror string) []string {
+// failures reads the mirror's describe: every FAILED partition
+// ("topic-partition"), and those FAILED for good (no automatic retry) with
+// their reasons.
+func failures(t *testing.T, mirror string) (failed []string, permanent map[string]string) {
 	t.Helper()
 	var resp protocol.DescribeClusterMirrorsResponse
 	if err := json.Unmarshal([]byte(cli(t, "--describe", "--mirror", mirror, "--json")), &resp); err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	permanent = map[string]string{}
 	for _, m := range resp.Mirrors {
 		for _, tp := range m.Topics {
 			for _, pd := range tp.Partitions {
-				if pd.State == "FAILED" {
-					out = append(out, fmt.Sprintf("%s-%d", tp.TopicName, pd.PartitionIndex))
+				if pd.State != "FAILED" {
+					continue
 				}
-			}
-		}
-	}
-	return out
-}
-
-// permanentFailures returns the mirror's partitions FAILED for good (no
-// automatic retry), "topic-partition" to the reason.
-func permanentFailures(t *testing.T, mirror string) map[string]string {
-	t.Helper()
-	var resp protocol.DescribeClusterMirrorsResponse
-	if err := json.Unmarshal([]byte(cli(t, "--describe", "--mirror", mirror, "--json")), &resp); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, m := range resp.Mirrors {
-		for _, tp := range m.Topics {
-			for _, pd := range tp.Partitions {
-				if pd.State == "FAILED" && pd.NonRetryable {
-					reason := ""
+				name := fmt.Sprintf("%s-%d", tp.TopicName, pd.PartitionIndex)
+				failed = append(failed, name)
+				if pd.NonRetryable {
+					permanent[name] = ""
 					if pd.LastError != nil {
-						reason = *pd.LastError
+						permanent[name] = *pd.LastError
 					}
-					out[fmt.Sprintf("%s-%d", tp.TopicName, pd.PartitionIndex)] = reason
 				}
 			}
 		}
 	}
-	return out
+	return failed, permanent
 }
 
 // groupOffsetsAboveEnd describes the workload's group on the destination
