@@ -380,6 +380,37 @@ func (e *testEnv) compareTopic(topic string) (records int) {
 	return records
 }
 
+// writeMarkerAgain writes the destination's transaction marker at offset
+// at of topic's partition 0 once more, with its producer ID and epoch, as a
+// transaction coordinator does when it retries (WriteTxnMarkers).
+func (e *testEnv) writeMarkerAgain(topic string, at int64) {
+	e.t.Helper()
+	var pid int64 = -1
+	var epoch int16
+	for _, raw := range e.rawBatches(e.dst, e.dstCl, topic, 0, 0) {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(raw); err != nil {
+			e.t.Fatal(err)
+		}
+		if rb.FirstOffset == at && rb.Attributes&attrControl != 0 {
+			pid, epoch = rb.ProducerID, rb.ProducerEpoch
+		}
+	}
+	if pid < 0 {
+		e.t.Fatalf("no marker at destination offset %d", at)
+	}
+	wm := kmsg.NewPtrWriteTxnMarkersRequest()
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed = pid, epoch, true
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{0}
+	mk.Topics = append(mk.Topics, mt)
+	wm.Markers = append(wm.Markers, mk)
+	if _, err := wm.RequestWith(context.Background(), e.dstCl); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // rawBatches fetches the raw batches of a partition from offset from on.
 func (e *testEnv) rawBatches(c *kfake.Cluster, cl *kgo.Client, topic string, partition int32, from int64) [][]byte {
 	e.t.Helper()

@@ -79,14 +79,15 @@ var (
 // Internal signals between the parts of the fetcher; never returned to
 // callers.
 var (
-	errNotLeader     = errors.New("fetcher: the local broker is not the leader of the partition")
-	errLocalUnknown  = errors.New("fetcher: the local broker does not know the partition (yet)")
-	errRealign       = errors.New("fetcher: source log start moved past the next offset: realigning")
-	errCancelled     = errors.New("fetcher: append cancelled before it was sent")
-	errMirrorClosed  = errors.New("fetcher: mirror source client closed or replaced")
-	errNoLeader      = errors.New("fetcher: source partition has no leader")
-	errNoLiveRecord  = errors.New("fetcher: no live record to copy into fillers yet")
-	errMissingAnswer = errors.New("fetcher: broker response is missing the partition")
+	errNotLeader      = errors.New("fetcher: the local broker is not the leader of the partition")
+	errLocalUnknown   = errors.New("fetcher: the local broker does not know the partition (yet)")
+	errRealign        = errors.New("fetcher: source log start moved past the next offset: realigning")
+	errRepeatRecorded = errors.New("fetcher: markers the destination wrote twice were recorded: resuming")
+	errCancelled      = errors.New("fetcher: append cancelled before it was sent")
+	errMirrorClosed   = errors.New("fetcher: mirror source client closed or replaced")
+	errNoLeader       = errors.New("fetcher: source partition has no leader")
+	errNoLiveRecord   = errors.New("fetcher: no live record to copy into fillers yet")
+	errMissingAnswer  = errors.New("fetcher: broker response is missing the partition")
 )
 
 // fatal are the errors that fail a partition: its driver does not retry

@@ -13,21 +13,22 @@ import (
 
 // metrics are the fetcher's Prometheus collectors (DESIGN.md D13).
 type metrics struct {
-	parts         *partitionCollector      // per partition: lag, offsets, last fetch; read at scrape time
-	records       *prometheus.CounterVec   // mirror, topic
-	bytes         *prometheus.CounterVec   // mirror, topic
-	fillers       *prometheus.CounterVec   // mirror, topic
-	rebuilt       *prometheus.CounterVec   // mirror, topic
-	coalesced     *prometheus.CounterVec   // mirror, topic
-	coalescedInto *prometheus.CounterVec   // mirror, topic
-	markers       *prometheus.CounterVec   // mirror, topic, outcome
-	fetchLatency  *prometheus.HistogramVec // mirror
-	followerBytes *prometheus.CounterVec   // mirror
-	redirects     *prometheus.CounterVec   // mirror
-	appendLatency prometheus.Histogram
-	e2eLatency    *prometheus.HistogramVec // mirror
-	partitions    *prometheus.GaugeVec     // state
-	errors        *prometheus.CounterVec   // op, code
+	parts           *partitionCollector      // per partition: lag, offsets, last fetch; read at scrape time
+	records         *prometheus.CounterVec   // mirror, topic
+	bytes           *prometheus.CounterVec   // mirror, topic
+	fillers         *prometheus.CounterVec   // mirror, topic
+	rebuilt         *prometheus.CounterVec   // mirror, topic
+	coalesced       *prometheus.CounterVec   // mirror, topic
+	coalescedInto   *prometheus.CounterVec   // mirror, topic
+	markers         *prometheus.CounterVec   // mirror, topic, outcome
+	repeatedMarkers *prometheus.CounterVec   // mirror, topic
+	fetchLatency    *prometheus.HistogramVec // mirror
+	followerBytes   *prometheus.CounterVec   // mirror
+	redirects       *prometheus.CounterVec   // mirror
+	appendLatency   prometheus.Histogram
+	e2eLatency      *prometheus.HistogramVec // mirror
+	partitions      *prometheus.GaugeVec     // state
+	errors          *prometheus.CounterVec   // op, code
 }
 
 // Values of the op label of sidemirror_errors_total.
@@ -72,6 +73,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sidemirror_transaction_markers_total",
 			Help: "Source transaction markers replayed on the destination at their source offsets, by outcome (commit, abort).",
 		}, []string{"mirror", "topic", "outcome"}),
+		repeatedMarkers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sidemirror_repeated_markers_total",
+			Help: "Transaction markers a destination coordinator wrote a second time, recorded as offset shifts: every later source offset of the partition is that much higher on the destination.",
+		}, []string{"mirror", "topic"}),
 		fetchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sidemirror_fetch_latency_seconds",
 			Help:    "Time from sending a fetch request to a source broker to its response.",
@@ -112,6 +117,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.fillers = register(reg, m.fillers, &err)
 	m.rebuilt = register(reg, m.rebuilt, &err)
 	m.markers = register(reg, m.markers, &err)
+	m.repeatedMarkers = register(reg, m.repeatedMarkers, &err)
 	m.coalesced = register(reg, m.coalesced, &err)
 	m.coalescedInto = register(reg, m.coalescedInto, &err)
 	m.fetchLatency = register(reg, m.fetchLatency, &err)

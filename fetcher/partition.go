@@ -40,7 +40,9 @@ type partition struct {
 	txnCl         *kgo.Client            // the partition's transaction client (txnClients)
 	adds          []*txnAdd              // AddPartitionsToTxn sent ahead by this runOnce (waitAdds)
 	completion    time.Duration          // moving average of how long transactions took to complete after EndTxn
-	omap          []OffsetShift          // translate mode: the offset map, loaded by every runOnce
+	omap          []OffsetShift          // the offset map: translate mode's, loaded by every runOnce; exact mode's repeats (repeats.go), loaded once
+	omapLoaded    bool                   // exact mode: omap was loaded by this driver, which alone adds to it since
+	extra         int64                  // exact mode: destination minus source offset at the log end (markers written twice)
 	attempt       int                    // consecutive retriable failures
 	waits         int                    // consecutive attempts that found the local broker not leading yet
 	appended      bool                   // the local broker acknowledged an append of this driver
@@ -58,7 +60,7 @@ type partition struct {
 	records int64
 	bytes   int64
 	fillers int64
-	shift   int64 // translate mode: source minus destination offset at the cursor
+	shift   int64 // source minus destination offset at the cursor (exact mode: -extra)
 	fetch   fetchState
 	fresh   freshness // lag in time, last fetch, reachability (freshness.go)
 }
@@ -332,6 +334,9 @@ func (p *partition) run() {
 			p.log.Info("source log start moved beyond the destination log end offset: realigning", zap.Error(err))
 			p.attempt = 0
 			continue
+		case errors.Is(err, errRepeatRecorded):
+			p.attempt = 0
+			continue
 		}
 		p.attempt++
 		d := p.m.backoff(p.attempt)
@@ -368,6 +373,18 @@ func (p *partition) runOnce() error {
 		return err
 	}
 	p.setLEO(leo)
+	mir, err := p.m.mirror(p.key.Mirror)
+	if err != nil {
+		return err
+	}
+	if !mir.settings.Load().TranslateOffsets {
+		// The pipeline works in source offsets: past markers the
+		// destination wrote twice, the destination's are higher.
+		if err := p.loadRepeats(leo); err != nil {
+			return err
+		}
+		leo -= p.extra
+	}
 	p.prod.resume(leo)
 	if p.prod.ident == nil {
 		id, err := p.m.pids.get(ctx, p.prod.stale)
@@ -376,10 +393,6 @@ func (p *partition) runOnce() error {
 		}
 		p.prod.ident, p.prod.seq, p.prod.established = id, 0, false
 		p.log.Info("appending with a new producer ID", zap.Int64("producer-id", id.id))
-	}
-	mir, err := p.m.mirror(p.key.Mirror)
-	if err != nil {
-		return err
 	}
 	start, err := mir.listOffset(ctx, p.key, -2)
 	if err != nil {
@@ -958,7 +971,7 @@ func (p *partition) handleFetchError(ctx context.Context, mir *mirror, f *fetche
 // that nobody reads the leading fillers (DESIGN.md D2). Compact-only topics
 // refuse (POLICY_VIOLATION): their compaction removes the fillers instead.
 func (p *partition) deleteFillers(ctx context.Context) error {
-	off := p.pendingDelete
+	off := p.pendingDelete + p.extra
 	err := p.m.deleteRecords(ctx, p.key, off)
 	switch {
 	case err == nil:

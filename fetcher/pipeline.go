@@ -173,11 +173,11 @@ func (pl *pipeline) complete(it *appendItem) {
 			}
 		}
 		return
-	case res.base != it.base:
+	case res.base-p.extra != it.base:
 		pl.renew = true
-		pl.err = fmt.Errorf("%w: the local broker appended the batch of source offset %d at offset %d; "+
+		pl.err = fmt.Errorf("%w: the local broker appended the batch of source offset %d at offset %d, want %d; "+
 			"another writer appended to %s (only the sidecar may write to mirror topics)",
-			ErrExactness, it.base, res.base, p.key)
+			ErrExactness, it.base, res.base, it.base+p.extra, p.key)
 		p.log.Error("EXACTNESS INVARIANT VIOLATED: destination offsets no longer match the source",
 			zap.Int64("source-offset", it.base), zap.Int64("destination-offset", res.base))
 		return
@@ -202,7 +202,7 @@ func (pl *pipeline) complete(it *appendItem) {
 	}
 	n, fillers := int64(it.num-it.fillers), int64(it.fillers)
 	p.mu.Lock()
-	p.dstLEO = pl.leo
+	p.dstLEO = pl.leo + p.extra
 	if p.state != StateFailed {
 		p.lastErr, p.srcErr = "", false // a retriable error is over once appends succeed again
 	}

@@ -23,7 +23,10 @@ import (
 // transaction) moves every later record one offset up, and a driver that
 // starts after the batch that revealed it, on this sidecar or another one,
 // would mirror on from the shifted end. Such a partition fails for good
-// (ErrExactness), naming what the destination holds.
+// (ErrExactness), naming what the destination holds, except for markers
+// the destination wrote twice, which are recorded and mirrored past
+// (resumeRepeats, repeats.go). In exact mode leo is a source offset; the
+// destination's is higher by the repeats recorded before it.
 //
 // A destination whose high watermark is below its log end offset cannot
 // show its last record yet: the run waits (a retriable error). Nothing is
@@ -42,10 +45,11 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	if at < start || at < 0 {
 		return nil
 	}
-	from := max(at-1, start, 0)
+	dAt := p.destOffset(at) // at, unless the destination wrote markers twice (repeats.go)
+	from := max(dAt-1, p.destOffset(start), 0)
 	dstRecords, err := p.m.fetchLocal(p.ctx, p.key, from)
-	if errors.Is(err, kerr.OffsetOutOfRange) && from < at {
-		from = at // the destination log starts at at
+	if errors.Is(err, kerr.OffsetOutOfRange) && from < dAt {
+		from = dAt // the destination log starts at dAt
 		dstRecords, err = p.m.fetchLocal(p.ctx, p.key, from)
 	}
 	if err != nil {
@@ -54,7 +58,7 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 		}
 		return err
 	}
-	prev, last, err := batchesEndingAt(dstRecords, at)
+	prev, last, err := batchesEndingAt(dstRecords, dAt)
 	if err != nil {
 		return err
 	}
@@ -71,6 +75,12 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 		}
 		return err
 	}
+	if p.omapLoaded && sameMarker(prev, last) {
+		// The marker again, unless the source has it twice too.
+		if err := p.resumeRepeats(mir, leader, dAt); err != nil {
+			return err
+		}
+	}
 	srcRecords, _, _, err := mir.fetchOnce(p.ctx, leader, p.key, at, p.m.cfg.partMax)
 	if err != nil {
 		if errors.Is(err, kerr.OffsetOutOfRange) {
@@ -85,7 +95,7 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	if err != nil || src == nil {
 		return err
 	}
-	err = compareResumePoint(prev, last, src, at)
+	err = compareResumePoint(prev, last, src, dAt, at)
 	var oe *outcomeError
 	switch {
 	case errors.As(err, &oe) && p.recovering:
@@ -144,14 +154,17 @@ func (p *partition) waitResumedMarker(last, src []byte, leo int64) error {
 		}
 		d = min(2*d, 100*time.Millisecond)
 	}
-	now, err := p.m.listLocalLEO(p.ctx, p.key)
+	now, err := p.localLEO(p.ctx)
 	if err != nil {
 		return err
 	}
+	if now > leo {
+		// Its coordinator wrote the marker again (repeats.go).
+		return p.absorbRepeats(tp, leo-1, now)
+	}
 	if now != leo {
-		return fmt.Errorf("%w: the destination log end offset of %s moved from %d to %d while transaction %s completed: "+
-			"its coordinator wrote the marker at offset %d again; the destination's offsets no longer match the source's from there on; "+
-			"--start --reseed re-mirrors the topic", ErrExactness, p.key, leo, now, tp, leo-1)
+		return fmt.Errorf("%w: the destination log end offset of %s moved from %d to %d while transaction %s completed",
+			ErrExactness, p.key, leo, now, tp)
 	}
 	return nil
 }
@@ -181,10 +194,10 @@ func batchIsControl(b []byte) bool {
 	return len(b) >= batchHeaderSize && binary.BigEndian.Uint16(b[offAttributes:])&attrControl != 0
 }
 
-// compareResumePoint compares the destination batch last (ending at offset
-// at; prev the one before it, nil if not fetched) with the source batch src
-// that holds offset at.
-func compareResumePoint(prev, last, src []byte, at int64) error {
+// compareResumePoint compares the destination batch last (ending at
+// destination offset dAt; prev the one before it, nil if not fetched) with
+// the source batch src that holds source offset at.
+func compareResumePoint(prev, last, src []byte, dAt, at int64) error {
 	dst, err := parseBatch(last)
 	if err != nil {
 		return err
@@ -211,31 +224,41 @@ func compareResumePoint(prev, last, src []byte, at int64) error {
 				prb.ProducerID == dst.ProducerID && prb.ProducerEpoch == dst.ProducerEpoch {
 				return fmt.Errorf("the destination holds two transaction markers of producer ID %d, epoch %d, at offsets %d and %d, "+
 					"where the source has one marker and then a record: the destination's transaction coordinator wrote the marker again",
-					dst.ProducerID, dst.ProducerEpoch, prb.FirstOffset, at)
+					dst.ProducerID, dst.ProducerEpoch, prb.FirstOffset, dAt)
 			}
 		}
 		return fmt.Errorf("the destination holds a transaction marker (producer ID %d, epoch %d) at offset %d where the source has a record: "+
 			"the destination ended a transaction the source did not end there (an earlier owner's request, or a fence)",
-			dst.ProducerID, dst.ProducerEpoch, at)
+			dst.ProducerID, dst.ProducerEpoch, dAt)
 	case sCtl:
 		return fmt.Errorf("the destination holds a record at offset %d where the source has a transaction marker", at)
 	}
-	d, err := firstLiveRecord(last, &dst, at)
+	d, err := firstLiveRecord(last, &dst, dAt)
 	if err != nil {
 		return err
 	}
 	s, err := firstLiveRecord(src, &srb, at)
-	if err != nil || s.Offset != at || d.Offset != at {
+	if err != nil || s.Offset != at || d.Offset != dAt {
 		return nil // no record at at on one side (compacted): nothing to compare
 	}
 	sameTime := d.Timestamp == s.Timestamp || dst.Attributes&attrLogAppendTime != 0 || srb.Attributes&attrLogAppendTime != 0
 	if !sameTime || !bytes.Equal(d.Key, s.Key) || (d.Key == nil) != (s.Key == nil) ||
 		!bytes.Equal(d.Value, s.Value) || (d.Value == nil) != (s.Value == nil) ||
 		!slices.EqualFunc(d.Headers, s.Headers, func(a, b kmsg.Header) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }) {
-		return fmt.Errorf("the destination's record at offset %d (timestamp %d) is not the source's record at that offset (timestamp %d)",
-			at, d.Timestamp, s.Timestamp)
+		return fmt.Errorf("the destination's record at offset %d (timestamp %d) is not the source's record at offset %d (timestamp %d)",
+			dAt, d.Timestamp, at, s.Timestamp)
 	}
 	return nil
+}
+
+// sameMarker reports whether prev and last are markers of one producer ID
+// and epoch that end their transactions the same way.
+func sameMarker(prev, last []byte) bool {
+	if prev == nil || !batchIsControl(prev) || !batchIsControl(last) {
+		return false
+	}
+	runs, err := runsOf(append(slices.Clip(prev), last...), true)
+	return err == nil && len(runs) == 1 && runs[0].n == 2
 }
 
 func outcome(commit bool) string {

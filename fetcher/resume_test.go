@@ -1,7 +1,9 @@
 package fetcher
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,13 +98,35 @@ func TestResumeMatchingLog(t *testing.T) {
 // leaves the marker last on the destination with the transaction not
 // complete yet. The next driver waits for it before appending anything, so
 // the coordinator's repeat of the marker lands right behind the first and
-// is found there, not behind later records.
+// is found there, not behind later records. With an offset map store the
+// repeat is recorded as a shift and the partition mirrors on one offset
+// higher (repeats.go), whether the driver waiting saw the repeat land or a
+// later driver finds it at its resume point; without one it fails for good.
 func TestResumeWaitsForTheMarkersTransaction(t *testing.T) {
-	e := newTestEnv(t, 1, map[string]int32{"resumed-marker": 1})
-	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		store         bool
+		repeatStopped bool // the repeat lands while no driver runs
+	}{
+		{"no offset map store", false, false},
+		{"repeat seen by the waiting driver", true, false},
+		{"repeat found at the resume point", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRepeatedMarker(t, tc.store, tc.repeatStopped) })
+	}
+}
+
+func testRepeatedMarker(t *testing.T, withStore, repeatStopped bool) {
+	const topic = "resumed-marker"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
 	plain := e.producer(kgo.NoCompression())
 	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("resumed-marker-src"))
-	prefix := transactionalIDPrefix(testMirror, "resumed-marker")
+	prefix := transactionalIDPrefix(testMirror, topic)
+	store := &memOffsetMaps{}
+	var opts []Opt
+	if withStore {
+		opts = append(opts, OffsetMapStore(store))
+	}
 
 	// After the look-up, DescribeTransactions answers CONCURRENT_TRANSACTIONS
 	// (not complete yet) until the test has written the marker again.
@@ -134,63 +158,94 @@ func TestResumeWaitsForTheMarkersTransaction(t *testing.T) {
 		return seen
 	}
 
-	e.txn(src, "resumed-marker", 0, 0, 2, true)             // marker at 2
-	e.produce(plain, "resumed-marker", []int32{0}, 3, 4, 1) // 3..6, one batch each
+	e.txn(src, topic, 0, 0, 2, true)             // marker at 2
+	e.produce(plain, topic, []int32{0}, 3, 4, 1) // 3..6, one batch each
 
-	m := e.newManager()
-	startAll(t, m, "resumed-marker", []int32{0})
+	m := e.newManager(opts...)
+	startAll(t, m, topic, []int32{0})
 	testwait.For(t, waitTimeout, "the first driver waits for the transaction", func() bool { return asked() >= 2 })
 	m.Close()
-	if end := e.offsets(e.dstAdm, false, "resumed-marker")[0]; end != 3 {
+	if end := e.offsets(e.dstAdm, false, topic)[0]; end != 3 {
 		t.Fatalf("destination log end offset %d after the first driver, want 3 (the marker at 2 last)", end)
 	}
 
-	m = e.newManager()
-	startAll(t, m, "resumed-marker", []int32{0})
-	before := asked()
-	testwait.For(t, waitTimeout, "the next driver asks whether the transaction is complete", func() bool { return asked() >= before+3 })
-	if end := e.offsets(e.dstAdm, false, "resumed-marker")[0]; end != 3 {
-		t.Fatalf("destination log end offset %d while the transaction completes, want 3: nothing appended after the marker", end)
-	}
-
 	// The coordinator's repeat of the marker, with the marker's producer.
-	var pid int64 = -1
-	var epoch int16
-	for _, raw := range e.rawBatches(e.dst, e.dstCl, "resumed-marker", 0, 0) {
-		var rb kmsg.RecordBatch
-		if err := rb.ReadFrom(raw); err != nil {
-			t.Fatal(err)
-		}
-		if rb.FirstOffset == 2 && rb.Attributes&attrControl != 0 {
-			pid, epoch = rb.ProducerID, rb.ProducerEpoch
-		}
+	repeat := func() {
+		t.Helper()
+		e.writeMarkerAgain(topic, 2)
+		mu.Lock()
+		released = true
+		mu.Unlock()
 	}
-	if pid < 0 {
-		t.Fatal("no marker at destination offset 2")
+	if repeatStopped {
+		repeat()
 	}
-	wm := kmsg.NewPtrWriteTxnMarkersRequest()
-	mk := kmsg.NewWriteTxnMarkersRequestMarker()
-	mk.ProducerID, mk.ProducerEpoch, mk.Committed = pid, epoch, true
-	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-	mt.Topic, mt.Partitions = "resumed-marker", []int32{0}
-	mk.Topics = append(mk.Topics, mt)
-	wm.Markers = append(wm.Markers, mk)
-	if _, err := wm.RequestWith(ctx, e.dstCl); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	released = true
-	mu.Unlock()
 
-	testwait.For(t, waitTimeout, "the partition FAILED", func() bool {
-		st := m.Status()
-		return len(st) == 1 && st[0].State == StateFailed
-	})
-	if st := m.Status()[0]; !st.Permanent || !strings.Contains(st.LastError, "wrote the marker at offset 2 again") {
-		t.Fatalf("status %+v: want a permanent failure naming the repeated marker", st)
+	m = e.newManager(opts...)
+	startAll(t, m, topic, []int32{0})
+	if !repeatStopped {
+		before := asked()
+		testwait.For(t, waitTimeout, "the next driver asks whether the transaction is complete", func() bool { return asked() >= before+3 })
+		if end := e.offsets(e.dstAdm, false, topic)[0]; end != 3 {
+			t.Fatalf("destination log end offset %d while the transaction completes, want 3: nothing appended after the marker", end)
+		}
+		repeat()
 	}
-	if end := e.offsets(e.dstAdm, false, "resumed-marker")[0]; end != 4 {
-		t.Fatalf("destination log end offset %d, want 4: the marker, its repeat, and nothing after them", end)
+
+	p := Partition{testMirror, topic, 0}
+	if !withStore {
+		testwait.For(t, waitTimeout, "the partition FAILED", func() bool {
+			st := m.Status()
+			return len(st) == 1 && st[0].State == StateFailed
+		})
+		if st := m.Status()[0]; !st.Permanent || !strings.Contains(st.LastError, "the destination wrote a control batch the source does not have") {
+			t.Fatalf("status %+v: want a permanent failure naming the repeated marker", st)
+		}
+		if end := e.offsets(e.dstAdm, false, topic)[0]; end != 4 {
+			t.Fatalf("destination log end offset %d, want 4: the marker, its repeat, and nothing after them", end)
+		}
+		return
+	}
+
+	// The source's 3..6 land at 4..7, behind the repeat, with lag 0.
+	testwait.For(t, waitTimeout, "the source's records behind the repeat", func() bool {
+		return e.offsets(e.dstAdm, false, topic)[0] == 8
+	})
+	if got, want := store.get(p), []OffsetShift{{Source: 3, Destination: 4}}; !slices.Equal(got, want) {
+		t.Fatalf("offset map %v, want %v", got, want)
+	}
+	testwait.For(t, waitTimeout, "lag 0", func() bool {
+		st := m.Status()
+		return len(st) == 1 && st[0].State == StateMirroring && st[0].Lag == 0 && st[0].DestinationLogEndOffset == 8
+	})
+	srcRecs, dstRecs := e.readAll(e.src, e.srcAdm, topic)[0], e.readAll(e.dst, e.dstAdm, topic)[0]
+	if len(srcRecs) != 6 || len(dstRecs) != len(srcRecs) {
+		t.Fatalf("%d source records, %d destination records, want 6 each", len(srcRecs), len(dstRecs))
+	}
+	for i, sr := range srcRecs {
+		dr, wantAt := dstRecs[i], sr.Offset
+		if sr.Offset >= 3 {
+			wantAt++ // behind the repeat
+		}
+		if dr.Offset != wantAt || !bytes.Equal(dr.Key, sr.Key) || !bytes.Equal(dr.Value, sr.Value) || !dr.Timestamp.Equal(sr.Timestamp) {
+			t.Fatalf("source record at %d (%q): destination record at %d (%q), want it at %d", sr.Offset, sr.Value, dr.Offset, dr.Value, wantAt)
+		}
+	}
+	if got := metricValue(t, m.met.repeatedMarkers.WithLabelValues(testMirror, topic)); got != 1 {
+		t.Fatalf("sidemirror_repeated_markers_total %v, want 1", got)
+	}
+
+	// A restart resumes after the shift: the next record lands at 8.
+	m.Close()
+	e.produce(plain, topic, []int32{0}, 7, 1, 1) // source 7
+	m = e.newManager(opts...)
+	startAll(t, m, topic, []int32{0})
+	testwait.For(t, waitTimeout, "source 7 at destination 8", func() bool {
+		st := m.Status()
+		return len(st) == 1 && st[0].State == StateMirroring && st[0].DestinationLogEndOffset == 9 && st[0].Lag == 0
+	})
+	if end := e.offsets(e.dstAdm, false, topic)[0]; end != 9 {
+		t.Fatalf("destination log end offset %d after the restart, want 9", end)
 	}
 }
 

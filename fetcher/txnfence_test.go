@@ -130,11 +130,12 @@ func TestStaleOwnerCannotEndTheNextTransaction(t *testing.T) {
 // writing a transaction's markers and completing it sends the markers
 // again, and the partition appends the repeat as a second control batch.
 // The partition appends nothing after a marker until the destination shows
-// the transaction complete, so the repeat lands right behind the marker and
-// the partition fails there, naming it, with no later record shifted.
+// the transaction complete, so the repeat lands right behind the marker.
+// Without an offset map store to record it in (a Manager of its own, as
+// here), the partition fails there, naming it, with no later record
+// shifted; TestResumeWaitsForTheMarkersTransaction has it recorded.
 func TestRepeatedMarkerFound(t *testing.T) {
 	e := newTestEnv(t, 1, map[string]int32{"twice": 1})
-	ctx := context.Background()
 	plain := e.producer(kgo.NoCompression())
 	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("twice-src"))
 	prefix := transactionalIDPrefix(testMirror, "twice")
@@ -185,32 +186,7 @@ func TestRepeatedMarkerFound(t *testing.T) {
 		t.Fatalf("destination log end offset %d while the transaction completes, want 3 (the marker at 2, nothing after it)", end)
 	}
 
-	// The coordinator's repeat of the marker.
-	// The coordinator's repeat of the marker, with the marker's producer.
-	var pid int64 = -1
-	var epoch int16
-	for _, raw := range e.rawBatches(e.dst, e.dstCl, "twice", 0, 0) {
-		var rb kmsg.RecordBatch
-		if err := rb.ReadFrom(raw); err != nil {
-			t.Fatal(err)
-		}
-		if rb.FirstOffset == 2 && rb.Attributes&attrControl != 0 {
-			pid, epoch = rb.ProducerID, rb.ProducerEpoch
-		}
-	}
-	if pid < 0 {
-		t.Fatal("no marker at destination offset 2")
-	}
-	wm := kmsg.NewPtrWriteTxnMarkersRequest()
-	mk := kmsg.NewWriteTxnMarkersRequestMarker()
-	mk.ProducerID, mk.ProducerEpoch, mk.Committed = pid, epoch, true
-	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-	mt.Topic, mt.Partitions = "twice", []int32{0}
-	mk.Topics = append(mk.Topics, mt)
-	wm.Markers = append(wm.Markers, mk)
-	if _, err := wm.RequestWith(ctx, e.dstCl); err != nil {
-		t.Fatal(err)
-	}
+	e.writeMarkerAgain("twice", 2) // the coordinator's repeat
 	mu.Lock()
 	released = true
 	mu.Unlock()
