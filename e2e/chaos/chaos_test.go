@@ -141,38 +141,43 @@ func TestChaos(t *testing.T) {
 		for p := range n {
 			name := fmt.Sprintf("%s-%d", topic, p)
 			reason, stopped := gone[name]
-			repeated := stopped && RepeatedMarker(reason)
-			for _, iso := range []string{"read_uncommitted", "read_committed"} {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				src, err := Kcat(ctx, env.Source, topic, p, iso)
-				if err == nil {
-					var dst []string
-					dst, err = Kcat(ctx, env.Destination, topic, p, iso)
-					if repeated && err == nil {
-						// It stopped behind the repeated markers: what it
-						// holds must be the source's.
-						var problem string
-						if src, problem = StoppedPrefix(src, dst); problem != "" {
-							r.Problems = append(r.Problems, fmt.Sprintf("%s %s: %s", name, iso, problem))
-						}
-					}
-					d := Compare(src, dst)
-					if topic == topics.Compacted {
-						d = CompareTables(Table(src), Table(dst))
-					}
-					if err == nil && d != "" {
-						r.Problems = append(r.Problems, fmt.Sprintf("%s-%d %s: %s", topic, p, iso, d))
-					}
-					if topic == topics.Plain && iso == "read_committed" {
-						plain = append(plain, dst)
-					}
-					r.Records += len(src)
-				}
+			if repeated := stopped && RepeatedMarker(reason); repeated || topic == topics.Compacted {
+				r.Records += compareDumps(t, &r, topic, p, repeated, topic == topics.Compacted)
+				continue
+			}
+			// Aligned from the dumps (Align), the dumps taken between two
+			// equal readings of the end offsets.
+			var (
+				src, dst Dumps
+				a        Alignment
+				problem  string
+			)
+			for try := 1; ; try++ {
+				srcEnd, dstEnd := endsOf(t, topic, n, p)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				var err error
+				src, dst, a, problem, err = alignPartition(ctx, topic, p, srcEnd, dstEnd)
 				cancel()
 				if err != nil {
 					t.Fatal(err)
 				}
+				if s, d := endsOf(t, topic, n, p); s == srcEnd && d == dstEnd {
+					break
+				} else if try == 3 {
+					problem = fmt.Sprintf("end offsets kept moving while the checker dumped the partition (source %d then %d, destination %d then %d); %s", srcEnd, s, dstEnd, d, problem)
+					break
+				}
 			}
+			switch {
+			case problem != "":
+				r.Problems = append(r.Problems, name+": "+problem)
+			case a.Shift > 0:
+				r.Shifted = append(r.Shifted, a.Describe(name))
+			}
+			if topic == topics.Plain {
+				plain = append(plain, dst.Committed)
+			}
+			r.Records += len(src.Uncommitted) + len(src.Committed)
 		}
 	}
 	r.Duplicates, r.Gaps = SeqStats(plain, stats.Acked)
@@ -195,6 +200,131 @@ func TestChaos(t *testing.T) {
 	if !r.OK() {
 		t.Fatal("the chaos run failed its checks (see the report)")
 	}
+}
+
+// compareDumps compares topic-p's dumps at both isolation levels the way
+// that does not align offsets: the compacted topic by its tables, and a
+// partition stopped by a repeated marker (RepeatedMarker) up to its last
+// record (StoppedPrefix). It adds what differs to r.Problems and returns
+// the number of source records compared.
+func compareDumps(t *testing.T, r *Report, topic string, p int32, repeated, compacted bool) (records int) {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d", topic, p)
+	for _, iso := range []string{"read_uncommitted", "read_committed"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		src, err := Kcat(ctx, env.Source, topic, p, iso)
+		var dst []string
+		if err == nil {
+			dst, err = Kcat(ctx, env.Destination, topic, p, iso)
+		}
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if repeated {
+			// It stopped behind the repeated markers: what it holds must
+			// be the source's.
+			var problem string
+			if src, problem = StoppedPrefix(src, dst); problem != "" {
+				r.Problems = append(r.Problems, fmt.Sprintf("%s %s: %s", name, iso, problem))
+			}
+		}
+		d := Compare(src, dst)
+		if compacted {
+			d = CompareTables(Table(src), Table(dst))
+		}
+		if d != "" {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s %s: %s", name, iso, d))
+		}
+		records += len(src)
+	}
+	return records
+}
+
+// endsOf returns partition p's end offsets (high watermarks) on the source
+// and the destination, as kcat's query mode reports them, trying a few
+// times (kcatEnds fails while a restarted broker does not know the topic);
+// -1 when it cannot tell.
+func endsOf(t *testing.T, topic string, n, p int32) (src, dst int64) {
+	t.Helper()
+	src, dst = -1, -1
+	for try := range 5 {
+		if try > 0 {
+			time.Sleep(time.Second)
+		}
+		s, d := kcatEnds(t, env.Source, topic, n, "read_uncommitted"), kcatEnds(t, env.Destination, topic, n, "read_uncommitted")
+		if s != nil && d != nil {
+			return s[p], d[p]
+		}
+	}
+	return src, dst
+}
+
+// alignPartition dumps topic-p on both clusters at both isolation levels
+// with kcat and aligns the dumps (Align) with the end offsets srcEnd and
+// dstEnd. A shift it finds is confirmed with the control batches Kafka's
+// DumpLogSegments reads from a replica's log on each side (Confirm): each
+// extra destination offset must be a control batch right behind one of the
+// same producer ID, epoch and type. err is a dump that failed.
+func alignPartition(ctx context.Context, topic string, p int32, srcEnd, dstEnd int64) (src, dst Dumps, a Alignment, problem string, err error) {
+	if srcEnd < 0 || dstEnd < 0 {
+		return src, dst, a, "end offsets unknown (kcat -Q failed)", nil
+	}
+	for _, side := range []struct {
+		c *testbed.Cluster
+		d *Dumps
+	}{{env.Source, &src}, {env.Destination, &dst}} {
+		if side.d.Uncommitted, err = Kcat(ctx, side.c, topic, p, "read_uncommitted"); err != nil {
+			return src, dst, a, "", err
+		}
+		if side.d.Committed, err = Kcat(ctx, side.c, topic, p, "read_committed"); err != nil {
+			return src, dst, a, "", err
+		}
+	}
+	if a, problem = Align(src, dst, srcEnd, dstEnd); problem != "" || len(a.Steps) == 0 {
+		return src, dst, a, problem, nil
+	}
+	srcControls, err1 := controlBatches(ctx, env.Source, topic, p, srcEnd)
+	dstControls, err2 := controlBatches(ctx, env.Destination, topic, p, dstEnd)
+	if err := errors.Join(err1, err2); err != nil {
+		return src, dst, a, fmt.Sprintf("the dumps show a shift of %d that the control batches cannot confirm: %v", a.Shift, err), nil
+	}
+	return src, dst, a, a.Confirm(srcControls, dstControls), nil
+}
+
+// controlBatches reads the control batches of topic-p on c with Kafka's
+// DumpLogSegments (--deep-iteration), from the log directory of the first
+// of c's nodes whose replica holds every offset below end (Kafka's tool
+// reads the segment files; the nodes' log directories are the test's).
+func controlBatches(ctx context.Context, c *testbed.Cluster, topic string, p int32, end int64) (map[int64]ControlBatch, error) {
+	var tried []string
+	for _, n := range c.Nodes() {
+		segments, err := filepath.Glob(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, p), "*.log"))
+		if err != nil || len(segments) == 0 {
+			continue
+		}
+		slices.Sort(segments) // the names are base offsets, zero-padded
+		cmd := exec.CommandContext(ctx, "java", "-cp", env.Dist.Classpath(), "kafka.tools.DumpLogSegments",
+			"--deep-iteration", "--files", strings.Join(segments, ","))
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			tried = append(tried, fmt.Sprintf("node %d: %v: %.300s", n.ID, err, errb.String()))
+			continue
+		}
+		controls, last, err := ParseLogDump(out.String())
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("node %d: %v", n.ID, err))
+			continue
+		}
+		if last < end {
+			tried = append(tried, fmt.Sprintf("node %d's log ends at %d", n.ID, last))
+			continue
+		}
+		return controls, nil
+	}
+	return nil, fmt.Errorf("DumpLogSegments of %s-%d on the %s: no replica's log holds the offsets below %d (%s)",
+		topic, p, c.Name(), end, strings.Join(tried, "; "))
 }
 
 // inject applies f and undoes it after its hold; note says what happened
@@ -509,9 +639,14 @@ func kcatEnds(t *testing.T, c *testbed.Cluster, topic string, n int32, isolation
 // deadline it returns the partitions that still differ. Partitions FAILED
 // for good (no automatic retry gets them out) are left out of the wait and
 // returned in gone, "topic-partition" to the reason, from when they were
-// first seen. While it waits it logs what differs every 10 s, and once,
-// after 30 s, the mirror's describe, to tell a slow partition from a stuck
-// one.
+// first seen. A partition whose destination ends exceed the source's by
+// the same d > 0 at both isolation levels counts as converged when the
+// checker verifies, from the dumps and the control batches
+// (alignPartition), that its destination is the source's shifted by d
+// through markers a destination coordinator wrote twice; the verdict is
+// kept until its end offsets change. While it waits it logs what differs
+// every 10 s, and once, after 30 s, the mirror's describe, to tell a slow
+// partition from a stuck one.
 func converge(t *testing.T, mirror string, topics []string, since, deadline time.Time) (at time.Time, lagging []string, gone map[string]string) {
 	t.Helper()
 	counts := map[string]int32{}
@@ -522,6 +657,13 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 	described := false
 	last := readActivity(context.Background(), env.Sidecars.Sidecars())
 	gone = map[string]string{}
+	// shifts are the verdicts on destinations whose ends exceed the
+	// source's, with the ends they were reached at.
+	type shiftVerdict struct {
+		ends    [4]int64 // source and destination, read_uncommitted then read_committed
+		problem string
+	}
+	shifts := map[string]shiftVerdict{}
 	for {
 		now := time.Now()
 		if now.Sub(lastLog) >= 10*time.Second {
@@ -536,18 +678,52 @@ func converge(t *testing.T, mirror string, topics []string, since, deadline time
 		lagging = nil
 		for _, topic := range topics {
 			n := counts[topic]
-			for _, iso := range []string{"read_uncommitted", "read_committed"} {
-				src, dst := kcatEnds(t, env.Source, topic, n, iso), kcatEnds(t, env.Destination, topic, n, iso)
-				if src == nil || dst == nil {
-					lagging = append(lagging, fmt.Sprintf("%s (%s): end offsets unknown (kcat -Q failed on the source: %v, on the destination: %v)", topic, iso, src == nil, dst == nil))
+			isolations := []string{"read_uncommitted", "read_committed"}
+			var src, dst [2]map[int32]int64
+			known := true
+			for i, iso := range isolations {
+				src[i], dst[i] = kcatEnds(t, env.Source, topic, n, iso), kcatEnds(t, env.Destination, topic, n, iso)
+				if src[i] == nil || dst[i] == nil {
+					lagging = append(lagging, fmt.Sprintf("%s (%s): end offsets unknown (kcat -Q failed on the source: %v, on the destination: %v)", topic, iso, src[i] == nil, dst[i] == nil))
+					known = false
+				}
+			}
+			if !known {
+				continue
+			}
+			for p := range n {
+				name := fmt.Sprintf("%s-%d", topic, p)
+				if _, stopped := gone[name]; stopped {
 					continue
 				}
-				for p := range n {
-					if _, stopped := gone[fmt.Sprintf("%s-%d", topic, p)]; stopped {
+				ends := [4]int64{src[0][p], dst[0][p], src[1][p], dst[1][p]}
+				if ends[0] == ends[1] && ends[2] == ends[3] {
+					continue
+				}
+				if d := ends[1] - ends[0]; d > 0 && ends[3]-ends[2] == d {
+					v, seen := shifts[name]
+					if !seen || v.ends != ends {
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+						_, _, a, problem, err := alignPartition(ctx, topic, p, ends[0], ends[1])
+						cancel()
+						if err != nil {
+							problem = err.Error()
+						}
+						v = shiftVerdict{ends: ends, problem: problem}
+						shifts[name] = v
+						if problem == "" {
+							t.Logf("%s %s: destination ends %d above the source's, verified: %s", time.Now().UTC().Format("15:04:05.000"), name, d, a.Describe(name))
+						}
+					}
+					if v.problem == "" {
 						continue
 					}
-					if dst[p] != src[p] {
-						lagging = append(lagging, fmt.Sprintf("%s-%d (%s) source end %d destination end %d", topic, p, iso, src[p], dst[p]))
+					lagging = append(lagging, fmt.Sprintf("%s destination ends %d above the source's (%d, %d), not a shift the checker verifies: %s", name, d, ends[0], ends[2], v.problem))
+					continue
+				}
+				for i, iso := range isolations {
+					if dst[i][p] != src[i][p] {
+						lagging = append(lagging, fmt.Sprintf("%s (%s) source end %d destination end %d", name, iso, src[i][p], dst[i][p]))
 					}
 				}
 			}
@@ -604,7 +780,11 @@ func failures(t *testing.T, mirror string) (failed []string, permanent map[strin
 
 // groupOffsetsAboveEnd describes the workload's group on the destination
 // with Kafka's kafka-consumer-groups tool and reports every synced offset
-// above the partition's end offset.
+// above the partition's end offset. It compares with the destination's own
+// end, never with the source's offsets, so a partition shifted by repeated
+// markers needs no allowance (a synced offset translated by the shift, the
+// source's plus k, is at most the destination's end, the source's plus k);
+// and the group reads the plain topic, which has no markers to repeat.
 func groupOffsetsAboveEnd(t *testing.T, topics Topics) []string {
 	t.Helper()
 	props := filepath.Join(t.TempDir(), "client.properties")

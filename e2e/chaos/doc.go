@@ -61,9 +61,18 @@
 // copied, produce requests and their mean latency, fetches, merged and
 // filler batches, markers, budget waits and errors); then, per partition, it dumps both sides
 // with kcat (-f with partition, offset, key, value, headers and timestamp),
-// once read_committed and once read_uncommitted, and compares them line by
-// line; a transaction is resolved the same way on both sides when its
-// records are visible to read_committed on both or on neither. It counts
+// once read_committed and once read_uncommitted, and aligns them record
+// for record (Align): the same records, each at the source's offset plus a
+// shift that is 0 unless a destination coordinator wrote a marker twice
+// and the fetcher mirrored past it; the shift may grow only across a gap
+// both logs have (control batches), by the destination's extra width, and
+// each extra offset must be a control batch right behind one of the same
+// producer ID, epoch and type, as Kafka's DumpLogSegments reads them from
+// a replica's segments (Confirm). Such partitions pass and the summary
+// names them with their shifts; the compacted topic is compared by the
+// value each key ends with. A transaction is resolved the same way on both
+// sides when its records are visible to read_committed on both or on
+// neither. It counts
 // duplicates (a producer's sequence number seen twice) and gaps (a sequence
 // missing) on the destination from the headers, checks that no partition is
 // FAILED in describe (kafka-cluster-mirrors --describe) and that every
@@ -79,7 +88,7 @@
 //	doc.go       this overview
 //	schedule.go  fault kinds, Schedule, CHAOS_SEED and CHAOS_DURATION, Summary
 //	workload.go  Workload: the idempotent, transactional and compacting producers and the group
-//	check.go     kcat dumps, Compare, SeqStats (duplicates and gaps), Report
+//	check.go     kcat dumps, Compare, Align and Confirm (shifts), SeqStats (duplicates and gaps), Report
 //	activity.go  the sidecars' counters read while a run converges, as rates
 //	chaos_test.go TestChaos (CHAOS=1): the bed, the faults injected, the checks
 package chaos
