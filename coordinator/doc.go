@@ -4,7 +4,10 @@
 // metadata sync (configs, partitions, consumer groups, ACLs, topic
 // discovery), keeps mirror topics read-only until failover, moves
 // leadership away from brokers whose sidecar died, and serves the
-// __mirror_state coordinator role.
+// __mirror_state coordinator role, which also keeps the partitions' offset
+// maps: translate mode's, and in exact mode the shifts of markers a
+// destination transaction coordinator wrote twice, with which the group
+// offset sync translates committed offsets.
 //
 // The replicated state and its commands are coordinator/fsm's; this
 // sidecar's raft member is coordinator/raftnode's. Service is the admin

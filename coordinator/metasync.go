@@ -125,7 +125,7 @@ type metaSync struct {
 	dial    SourceDialer
 	dest    *Destination
 	destCl  *kgo.Client
-	states  stateReader // offset maps of translate-mode mirrors
+	states  stateReader // offset maps (translate mode; repeated markers in exact mode)
 	starter topicStarter
 	timeout time.Duration // bounds one mirror's round (RequestTimeout)
 	now     func() time.Time

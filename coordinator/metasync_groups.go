@@ -60,7 +60,9 @@ func groupWritable(state string, listed bool) bool {
 // destination high watermark is end to the destination offset to commit
 // before the clamp to end: the first live record at or after it for
 // compacted topics (see fetcher.NextLiveOffset), the translated offset in
-// translate mode, at itself where neither applies.
+// translate mode, in exact mode the live record's offset translated with
+// the partition's offset map if it has one (repeated markers), at itself
+// where none applies.
 type liveFunc func(topic string, partition int32, at, end int64) int64
 
 // groupOffsetsToCommit picks, from a group's source offsets, those of the
@@ -102,21 +104,43 @@ func (r *metaSyncRound) syncGroups(ctx context.Context) (int, error) {
 	return syncGroupOffsets(ctx, r.log, r.mirror, r.srcAdm, r.dstAdm, r.topics, r.src, maps)
 }
 
-// offsetMapsOf returns the offset maps of a translate-mode mirror's
-// partitions (DESIGN D2), nil for an exact-mode mirror.
+// offsetMapsOf returns the offset maps of the mirror's partitions (DESIGN
+// D2), read from __mirror_state once: of every partition of a
+// translate-mode mirror; of an exact-mode mirror only those of partitions
+// whose map is not empty (the shifts of markers a destination transaction
+// coordinator wrote twice), nil if none has one.
 func offsetMapsOf(ctx context.Context, states stateReader, m *fsm.Mirror) (map[fetcher.Partition][]fetcher.OffsetShift, error) {
-	if mirrorSetting(m, fsm.OffsetsKey) != "translate" {
-		return nil, nil
-	}
+	mode := mirrorSetting(m, fsm.OffsetsKey)
 	persisted, err := states.readStatesOf(ctx, &protocol.ReadMirrorStatesRequest{MirrorName: m.Name})
 	if err != nil {
-		return nil, fmt.Errorf("offset maps of mirror %s (mirror.offsets=translate): %w", m.Name, err)
+		return nil, fmt.Errorf("offset maps of mirror %s (mirror.offsets=%s): %w", m.Name, mode, err)
 	}
+	translate := mode == "translate"
 	out := map[fetcher.Partition][]fetcher.OffsetShift{}
 	for p := range persisted {
-		out[p] = offsetMapOf(persisted, p)
+		if om := offsetMapOf(persisted, p); translate || len(om) > 0 {
+			out[p] = om
+		}
+	}
+	if !translate && len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
+}
+
+// shiftedLive returns a liveFunc for an exact-mode mirror whose partitions
+// have offset maps: the source offset that live (nil: the committed one)
+// answers, translated with the partition's map where it has one.
+func shiftedLive(mirror string, live liveFunc, maps map[fetcher.Partition][]fetcher.OffsetShift) liveFunc {
+	return func(topic string, p int32, at, end int64) int64 {
+		if live != nil {
+			at = live(topic, p, at, end)
+		}
+		if om, ok := maps[fetcher.Partition{Mirror: mirror, Topic: topic, Partition: p}]; ok {
+			at = fetcher.TranslateOffset(om, at)
+		}
+		return at
+	}
 }
 
 // compactedLive returns a liveFunc for the compacted topics among names on
@@ -177,9 +201,11 @@ func compactedLive(ctx context.Context, log *zap.Logger, srcCl *kgo.Client, name
 // destination high watermark, committed leader epoch -1. Offsets are
 // identical on both sides, except that, given the source's client srcCl,
 // offsets of compacted topics move out of compaction holes (see
-// compactedLive), and for a translate-mode mirror (maps not nil) they are
-// translated with the partitions' offset maps. It returns the number of
-// partition offsets committed.
+// compactedLive), and that they are translated with the partitions' offset
+// maps (see offsetMapsOf): every offset of a translate-mode mirror, and of
+// an exact-mode mirror those of partitions with a map (a destination
+// coordinator wrote a marker twice), after the move out of a hole. It
+// returns the number of partition offsets committed.
 func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *fsm.Mirror, src, dst *kadm.Client, topics map[string]*fsm.MirrorTopic, srcCl *kgo.Client, maps map[fetcher.Partition][]fetcher.OffsetShift) (int, error) {
 	if len(topics) == 0 {
 		return 0, nil
@@ -231,11 +257,17 @@ func syncGroupOffsets(ctx context.Context, log *zap.Logger, m *fsm.Mirror, src, 
 		}
 		hw[o.Topic][o.Partition] = o.Offset
 	})
-	live := compactedLive(ctx, log, srcCl, names)
-	if maps != nil {
+	var live liveFunc
+	switch {
+	case mirrorSetting(m, fsm.OffsetsKey) == "translate":
+		// No fillers: holes are in the map, and the map translates all.
 		live = func(topic string, p int32, at, _ int64) int64 {
 			return fetcher.TranslateOffset(maps[fetcher.Partition{Mirror: m.Name, Topic: topic, Partition: p}], at)
 		}
+	case len(maps) > 0:
+		live = shiftedLive(m.Name, compactedLive(ctx, log, srcCl, names), maps)
+	default:
+		live = compactedLive(ctx, log, srcCl, names)
 	}
 	srcOffsets := src.FetchManyOffsets(ctx, writable...)
 	dstOffsets := dst.FetchManyOffsets(ctx, writable...)

@@ -251,9 +251,10 @@ func (c *stateCoordinator) write(ctx context.Context, r *protocol.WriteMirrorSta
 					v.LastSourceOffset = prev.LastSourceOffset
 				}
 			}
-			// The offset map of a translate-mode partition grows at its end;
-			// shifts beyond the first new one were recorded for appends that
-			// failed and are replaced.
+			// The offset map of a partition (translate mode, or the repeated
+			// markers of an exact-mode one) grows at its end; shifts beyond
+			// the first new one were recorded for appends that failed and
+			// are replaced.
 			v.OffsetMap = slices.Clone(prev.OffsetMap)
 			if len(pd.OffsetMap) > 0 {
 				first := pd.OffsetMap[0].DestinationOffset

@@ -14,6 +14,10 @@ import (
 // DESIGN D2) live in their partition-state records of __mirror_state,
 // written through the mirror's coordinator like the states, fenced by the
 // destination leader epoch. The state writer is the data plane's OffsetMaps.
+// An exact-mode partition may have an offset map too: the shifts of
+// markers a destination transaction coordinator wrote twice (each repeat
+// makes later destination offsets one higher than the source's). The group
+// offset sync translates with both (offsetMapsOf).
 
 // LoadOffsetMap implements fetcher.OffsetMaps.
 func (w *stateWriter) LoadOffsetMap(ctx context.Context, p fetcher.Partition) ([]fetcher.OffsetShift, error) {

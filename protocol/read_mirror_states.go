@@ -158,7 +158,7 @@ type ReadMirrorStatesResponsePartition struct {
 	RetryAttempt     int16         `json:"retryAttempt"`     // tag 1
 	Reason           *string       `json:"reason"`           // tag 2, why FAILED
 	LastSourceOffset int64         `json:"lastSourceOffset"` // tag 3, -1 if unknown
-	OffsetMap        []OffsetShift `json:"offsetMap"`        // tag 4, translate mode
+	OffsetMap        []OffsetShift `json:"offsetMap"`        // tag 4, translate mode's shifts; exact mode's repeated markers
 }
 
 // Default sets the schema's defaults.
