@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -15,19 +14,6 @@ import (
 func TestComparePartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	newCluster := func(t *testing.T) *kgo.Client {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
-	}
 	write := func(t *testing.T, cl *kgo.Client, topic string, values ...string) {
 		t.Helper()
 		for i, v := range values {
@@ -59,7 +45,7 @@ func TestComparePartition(t *testing.T) {
 		{name: "from the start", dst: seq("d", 3), src: seq("s", 4), wantAt: 0, wantExtra: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dcl, scl := newCluster(t), newCluster(t)
+			dcl, scl := kfakeClient(t, 1), kfakeClient(t, 1)
 			write(t, dcl, "t", tc.dst...)
 			write(t, scl, "t", tc.src...)
 			dl, err := openLog(ctx, dcl, "t")

@@ -176,20 +176,7 @@ func TestGroupOffsetsToCommit(t *testing.T) {
 func TestSyncGroupOffsets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	newCluster := func() *kgo.Client {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
-	}
-	src, dst := newCluster(), newCluster()
+	src, dst := kfakeClient(t, 2), kfakeClient(t, 2)
 	// The destination has 10 records in partition 0, 3 in partition 1.
 	for p, n := range map[int32]int{0: 10, 1: 3} {
 		for range n {
@@ -393,20 +380,7 @@ func TestMetaSyncCommands(t *testing.T) {
 func TestSyncACLsKfake(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	newCluster := func() *kgo.Client {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
-	}
-	src, dst := newCluster(), newCluster()
+	src, dst := kfakeClient(t, 1), kfakeClient(t, 1)
 	srcDest, dest := NewDestination(src, "false"), NewDestination(dst, "false")
 	aliceRead := fsm.ACL{ResourceType: aclResourceTopic, ResourceName: "t", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
 	aliceGroup := fsm.ACL{ResourceType: aclResourceGroup, ResourceName: "g1", PatternType: aclPatternLiteral, Principal: "User:alice", Host: "*", Operation: 3, Permission: aclPermAllow}
@@ -485,4 +459,22 @@ func TestSyncACLsKfake(t *testing.T) {
 			t.Errorf("destination lost %+v; has %+v", want, got)
 		}
 	}
+}
+
+// kfakeClient starts a one-broker kfake cluster with topic t of partitions
+// partitions and returns a client of it that writes to the partition each
+// record names; both close when t's test ends.
+func kfakeClient(t *testing.T, partitions int32) *kgo.Client {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -220,14 +220,8 @@ func (p *partition) resumeRepeats(mir *mirror, leader int32, dAt int64) error {
 			"--start --reseed re-mirrors the topic", ErrExactness, p.key, maxRepeatScan, run.pid, dAt+1)
 	}
 	sFirst := sourceOffsetOf(p.omap, run.first)
-	srcRecords, _, _, err := mir.fetchOnce(p.ctx, leader, p.key, sFirst, p.m.cfg.partMax)
-	if err != nil {
-		if errors.Is(err, kerr.OffsetOutOfRange) {
-			return nil
-		}
-		if p.ctx.Err() == nil {
-			p.sourceTrouble(err)
-		}
+	srcRecords, err := p.fetchSourceAt(mir, leader, sFirst)
+	if err != nil || srcRecords == nil {
 		return err
 	}
 	srcRuns, err := runsOf(srcRecords, false)

@@ -81,14 +81,8 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 			return err
 		}
 	}
-	srcRecords, _, _, err := mir.fetchOnce(p.ctx, leader, p.key, at, p.m.cfg.partMax)
-	if err != nil {
-		if errors.Is(err, kerr.OffsetOutOfRange) {
-			return nil
-		}
-		if p.ctx.Err() == nil {
-			p.sourceTrouble(err)
-		}
+	srcRecords, err := p.fetchSourceAt(mir, leader, at)
+	if err != nil || srcRecords == nil {
 		return err
 	}
 	src, err := batchHolding(srcRecords, at)
@@ -115,6 +109,19 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 		return p.waitResumedMarker(last, src, leo)
 	}
 	return nil
+}
+
+// fetchSourceAt fetches p's batches from the source leader from offset
+// on, nil where the source no longer has offset (below its log start).
+func (p *partition) fetchSourceAt(mir *mirror, leader int32, offset int64) ([]byte, error) {
+	raw, _, _, err := mir.fetchOnce(p.ctx, leader, p.key, offset, p.m.cfg.partMax)
+	switch {
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return nil, nil
+	case err != nil && p.ctx.Err() == nil:
+		p.sourceTrouble(err)
+	}
+	return raw, err
 }
 
 // waitResumedMarker waits, before a run appends after the marker at
