@@ -43,6 +43,7 @@ type partition struct {
 	omap          []OffsetShift          // the offset map: translate mode's, loaded by every runOnce; exact mode's repeats (repeats.go), loaded once
 	omapLoaded    bool                   // exact mode: omap was loaded by this driver, which alone adds to it since
 	extra         int64                  // exact mode: destination minus source offset at the log end (markers written twice)
+	mapErr        error                  // exact mode: why the offset map could not be loaded (only a confirmed resume point may start)
 	attempt       int                    // consecutive retriable failures
 	waits         int                    // consecutive attempts that found the local broker not leading yet
 	appended      bool                   // the local broker acknowledged an append of this driver
@@ -380,9 +381,7 @@ func (p *partition) runOnce() error {
 	if !mir.settings.Load().TranslateOffsets {
 		// The pipeline works in source offsets: past markers the
 		// destination wrote twice, the destination's are higher.
-		if err := p.loadRepeats(leo); err != nil {
-			return err
-		}
+		p.loadRepeats(leo)
 		leo -= p.extra
 	}
 	p.prod.resume(leo)
@@ -404,8 +403,13 @@ func (p *partition) runOnce() error {
 	p.setSourceOffsets(-1, start)
 	if !mir.settings.Load().TranslateOffsets && leo > start {
 		if err := p.checkResume(mir, leo, start); err != nil {
+			if p.mapErr != nil && !errors.Is(err, errRepeatRecorded) {
+				return fmt.Errorf("%w (%v): waiting until the mirror's coordinator answers", p.mapErr, err)
+			}
 			return err
 		}
+	} else if p.mapErr != nil && leo > 0 {
+		return fmt.Errorf("%w: waiting until the mirror's coordinator answers", p.mapErr)
 	}
 
 	p.txns = make(map[int64]*txnProducer)

@@ -30,28 +30,32 @@ import (
 // driver (only the driver adds to it while it runs), leo the destination
 // log end offset. Shifts beyond leo belong to a log that is gone (the
 // topic was re-created, or an unclean election truncated it): a shift
-// restating the mapping at leo replaces them.
-func (p *partition) loadRepeats(leo int64) error {
+// restating the mapping at leo replaces them. While the map cannot be read
+// (the mirror's coordinator is away: its sidecar died), p.mapErr says why,
+// and the run starts only where the resume check confirms, by a record
+// equal to the source's at the same offset, that nothing is shifted there.
+func (p *partition) loadRepeats(leo int64) {
 	if p.omapLoaded || p.m.cfg.offsetMaps == nil {
-		return nil
+		return
 	}
+	p.mapErr = nil
 	m, err := p.m.cfg.offsetMaps.LoadOffsetMap(p.ctx, p.key)
-	if err != nil {
-		return fmt.Errorf("loading the offset map of %s: %w", p.key, err)
-	}
-	valid := validShifts(m, leo)
-	if len(valid) < len(m) {
-		reset := OffsetShift{Source: leo + lastShift(valid), Destination: leo}
-		if err := p.m.cfg.offsetMaps.AppendOffsetShifts(p.ctx, p.key, []OffsetShift{reset}); err != nil {
-			return fmt.Errorf("recording the offset map of %s: %w", p.key, err)
+	if err == nil {
+		if valid := validShifts(m, leo); len(valid) < len(m) {
+			reset := OffsetShift{Source: leo + lastShift(valid), Destination: leo}
+			if err = p.m.cfg.offsetMaps.AppendOffsetShifts(p.ctx, p.key, []OffsetShift{reset}); err == nil {
+				p.log.Warn("offset map shifts beyond the destination log end offset dropped",
+					zap.Int64("destination-log-end-offset", leo), zap.Int("dropped", len(m)-len(valid)))
+				m = append(valid, reset)
+			}
 		}
-		p.log.Warn("offset map shifts beyond the destination log end offset dropped",
-			zap.Int64("destination-log-end-offset", leo), zap.Int("dropped", len(m)-len(valid)))
-		valid = append(valid, reset)
 	}
-	p.omap, p.omapLoaded = valid, true
-	p.setExtra(-lastShift(valid))
-	return nil
+	if err != nil {
+		p.mapErr = fmt.Errorf("the offset map of %s cannot be read: %w", p.key, err)
+		return
+	}
+	p.omap, p.omapLoaded = m, true
+	p.setExtra(-lastShift(m))
 }
 
 func (p *partition) setExtra(extra int64) {
@@ -135,6 +139,9 @@ func (p *partition) repeatError(at, leo int64, tp *txnProducer) error {
 // complete: if every batch after the marker is the marker again, they are
 // recorded and the partition mirrors on; otherwise it fails.
 func (p *partition) absorbRepeats(tp *txnProducer, at, leo int64) error {
+	if p.mapErr != nil {
+		return fmt.Errorf("%w: the destination log end offset is %d after the transaction marker at offset %d", p.mapErr, leo, at)
+	}
 	if !p.omapLoaded {
 		// Translate mode, or no offset map store: nowhere to record it.
 		return fmt.Errorf("%w: the destination log end offset of %s is %d after the transaction marker at offset %d of %s: "+

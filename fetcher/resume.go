@@ -90,6 +90,10 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 		return err
 	}
 	err = compareResumePoint(prev, last, src, dAt, at)
+	if err == nil && p.mapErr != nil && !sameRecordAt(last, src, dAt, at) {
+		// Without the map only two equal records confirm the offsets.
+		return fmt.Errorf("the resume point at destination offset %d holds no record to compare with the source's", dAt)
+	}
 	var oe *outcomeError
 	switch {
 	case errors.As(err, &oe) && p.recovering:
@@ -256,6 +260,24 @@ func compareResumePoint(prev, last, src []byte, dAt, at int64) error {
 			dAt, d.Timestamp, at, s.Timestamp)
 	}
 	return nil
+}
+
+// sameRecordAt reports whether compareResumePoint, having found the
+// destination batch last and the source batch src alike, compared records
+// (at destination offset dAt and source offset at): both are data batches
+// with a record there, not a control batch or a compaction hole.
+func sameRecordAt(last, src []byte, dAt, at int64) bool {
+	if batchIsControl(last) || batchIsControl(src) {
+		return false
+	}
+	dst, err1 := parseBatch(last)
+	srb, err2 := parseBatch(src)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	d, err1 := firstLiveRecord(last, &dst, dAt)
+	s, err2 := firstLiveRecord(src, &srb, at)
+	return err1 == nil && err2 == nil && d.Offset == dAt && s.Offset == at
 }
 
 // sameMarker reports whether prev and last are markers of one producer ID

@@ -3,6 +3,7 @@ package fetcher
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -298,4 +299,50 @@ func TestResumeAfterADifferentOutcome(t *testing.T) {
 	if n := e.compareRawBatches("outcome", 0, 3); n != 3 {
 		t.Fatalf("compared %d batches from offset 3, want the 3 records after the marker", n)
 	}
+}
+
+// TestResumeWithoutTheOffsetMap: while the offset map cannot be read (the
+// mirror's coordinator is away), an exact-mode partition starts where the
+// destination is empty or its last record equals the source's at that
+// offset, and waits where the resume point is a marker (a shift could hide
+// behind it) until the map can be read.
+func TestResumeWithoutTheOffsetMap(t *testing.T) {
+	const topic = "no-map"
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	plain := e.producer(kgo.NoCompression())
+	src := e.producer(kgo.NoCompression(), kgo.TransactionalID("no-map-src"))
+	store := &memOffsetMaps{}
+	store.setLoadErr(errors.New("no coordinator"))
+
+	e.produce(plain, topic, []int32{0}, 0, 5, 1) // 0..4
+	m := e.newManager(OffsetMapStore(store))
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0}) // from an empty destination
+	m.Close()
+
+	e.produce(plain, topic, []int32{0}, 5, 3, 1) // 5..7
+	m = e.newManager(OffsetMapStore(store))
+	startAll(t, m, topic, []int32{0})
+	e.waitCaughtUp(m, topic, []int32{0}) // after record 4, equal to the source's
+	e.txn(src, topic, 0, 8, 2, true)     // 8, 9, marker at 10
+	e.waitCaughtUp(m, topic, []int32{0})
+	m.Close()
+
+	e.produce(plain, topic, []int32{0}, 11, 2, 1) // 11..12
+	m = e.newManager(OffsetMapStore(store))
+	startAll(t, m, topic, []int32{0})
+	p := Partition{testMirror, topic, 0}
+	testwait.For(t, waitTimeout, "the driver waits for the map", func() bool {
+		st := m.Status()
+		return len(st) == 1 && strings.Contains(st[0].LastError, "cannot be read")
+	})
+	if st := m.Status()[0]; st.State == StateFailed || st.DestinationLogEndOffset != 11 {
+		t.Fatalf("status %+v: want the partition waiting at 11, not FAILED", st)
+	}
+	store.setLoadErr(nil)
+	e.waitCaughtUp(m, topic, []int32{0})
+	if got := store.get(p); len(got) != 0 {
+		t.Fatalf("offset map %v, want none", got)
+	}
+	e.compareTopic(topic)
 }

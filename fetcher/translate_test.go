@@ -16,14 +16,24 @@ import (
 
 // memOffsetMaps is an OffsetMaps in memory.
 type memOffsetMaps struct {
-	mu   sync.Mutex
-	maps map[Partition][]OffsetShift
+	mu      sync.Mutex
+	maps    map[Partition][]OffsetShift
+	loadErr error // LoadOffsetMap fails with it (a coordinator that is away)
 }
 
 func (s *memOffsetMaps) LoadOffsetMap(_ context.Context, p Partition) ([]OffsetShift, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.loadErr != nil {
+		return nil, s.loadErr
+	}
 	return slices.Clone(s.maps[p]), nil
+}
+
+func (s *memOffsetMaps) setLoadErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loadErr = err
 }
 
 func (s *memOffsetMaps) AppendOffsetShifts(_ context.Context, p Partition, shifts []OffsetShift) error {
