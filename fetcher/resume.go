@@ -43,7 +43,7 @@ import (
 func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	at := leo - 1
 	if at < start || at < 0 {
-		return nil
+		return p.unconfirmed()
 	}
 	dAt := p.destOffset(at) // at, unless the destination wrote markers twice (repeats.go)
 	from := max(dAt-1, p.destOffset(start), 0)
@@ -54,7 +54,7 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	}
 	if err != nil {
 		if errors.Is(err, kerr.OffsetOutOfRange) {
-			return nil
+			return p.unconfirmed()
 		}
 		return err
 	}
@@ -82,12 +82,18 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 		}
 	}
 	srcRecords, err := p.fetchSourceAt(mir, leader, at)
-	if err != nil || srcRecords == nil {
+	if err != nil {
 		return err
 	}
+	if srcRecords == nil {
+		return p.unconfirmed()
+	}
 	src, err := batchHolding(srcRecords, at)
-	if err != nil || src == nil {
+	if err != nil {
 		return err
+	}
+	if src == nil {
+		return p.unconfirmed()
 	}
 	err = compareResumePoint(prev, last, src, dAt, at)
 	if err == nil && p.mapErr != nil && !sameRecordAt(last, src, dAt, at) {
@@ -260,6 +266,16 @@ func compareResumePoint(prev, last, src []byte, dAt, at int64) error {
 			dAt, d.Timestamp, at, s.Timestamp)
 	}
 	return nil
+}
+
+// unconfirmed is what a resume point with nothing to compare gives: nil,
+// unless the offset map could not be read (then only a compared record
+// confirms that the log is not shifted there).
+func (p *partition) unconfirmed() error {
+	if p.mapErr == nil {
+		return nil
+	}
+	return errors.New("the resume point holds no record to compare with the source's")
 }
 
 // sameRecordAt reports whether compareResumePoint, having found the
