@@ -2,11 +2,13 @@ package mirror
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
 	"github.com/sidemirror/sidemirror/protocol"
@@ -22,15 +24,19 @@ func TestTranslateMode(t *testing.T) {
 	const mirror, topic, keys = "translate", "translated", 200
 	createSourceTopic(t, topic, 1, eagerCompaction())
 	deadline := time.Now().Add(3 * time.Minute)
+	// The group offset in a hole needs a hole before a record that neither
+	// cleaner removes: solo records (keys written once) behind overwrites
+	// that later waves supersede.
 	for wave := uint64(700); ; wave++ {
+		produceSolos(t, topic, keys, 50, wave)
 		produceOverwrites(t, topic, keys, 3000, 3, wave)
 		time.Sleep(2 * time.Second)
 		src := dumpPartition(t, env.Source, topic, 0, "-X", readUncommitted)
-		if holes, _ := src.holeRuns(startOffsets(t, env.Source, topic)[0], endOffsets(t, env.Source, topic)[0]); holes > 0 {
+		if src.holeBeforeSolo() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the source log has no compaction holes after 3 minutes")
+			t.Fatal("the source log has no compaction hole before a solo record after 3 minutes")
 		}
 	}
 	mustCLI(t, "--create", "--mirror", mirror, "--mirror-config", mirrorConfigFile(t, map[string]string{
@@ -122,7 +128,7 @@ func TestTranslateMode(t *testing.T) {
 		}
 	}
 	for i := 1; i < len(src.offsets) && hole < 0; i++ {
-		if src.offsets[i] > src.offsets[i-1]+1 && onDest(src.offsets[i]) {
+		if src.offsets[i] > src.offsets[i-1]+1 && isSolo(src.lines[src.offsets[i]]) && onDest(src.offsets[i]) {
 			hole, afterHole = src.offsets[i-1]+1, src.offsets[i]
 		}
 	}
@@ -156,4 +162,39 @@ func TestTranslateMode(t *testing.T) {
 	})
 	t.Logf("source %d records up to offset %d; destination %d records up to %d; group at source %d -> %d, hole %d -> %d",
 		len(src.offsets), srcEnd, len(dst.offsets), dstEnd, live, want["translate-live"], hole, want["translate-hole"])
+}
+
+// produceSolos writes n pairs to partition 0 of topic: an overwrite of one
+// of keys (superseded by later waves, so the cleaner removes it) followed by
+// a record whose key is written only once (never removed by either side's
+// cleaner).
+func produceSolos(t *testing.T, topic string, keys, n int, wave uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := newClient(t, env.Source, testbed.Admin, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var rs []*kgo.Record
+	for j := range n {
+		rs = append(rs,
+			&kgo.Record{Key: fmt.Appendf(nil, "key-%d", j%keys), Value: fmt.Appendf(nil, "pre-%d-%d", wave, j)},
+			&kgo.Record{Key: fmt.Appendf(nil, "solo-%d-%d", wave, j), Value: fmt.Appendf(nil, "solo-%d-%d", wave, j)})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("produce solo records: %v", err)
+	}
+}
+
+// isSolo reports whether a dump line is one of produceSolos' single-key
+// records.
+func isSolo(line string) bool { return strings.HasPrefix(strings.SplitN(line, " ", 5)[3], "solo-") }
+
+// holeBeforeSolo reports whether d has a compaction hole right before a solo
+// record.
+func (d compactedDump) holeBeforeSolo() bool {
+	for i := 1; i < len(d.offsets); i++ {
+		if d.offsets[i] > d.offsets[i-1]+1 && isSolo(d.lines[d.offsets[i]]) {
+			return true
+		}
+	}
+	return false
 }
