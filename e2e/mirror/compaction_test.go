@@ -53,13 +53,16 @@ func dumpPartition(t *testing.T, c *testbed.Cluster, topic string, p int32, extr
 	return d
 }
 
+// lineKey returns the key of a dump line (its offset cut off).
+func lineKey(line string) string { return strings.SplitN(line, " ", 5)[3] }
+
 // supersededAt reports whether a later record of d has the key of the
 // record at offset o.
 func (d compactedDump) supersededAt(o int64) bool {
-	key := strings.SplitN(d.lines[o], " ", 5)[3]
+	key := lineKey(d.lines[o])
 	i := sort.Search(len(d.offsets), func(i int) bool { return d.offsets[i] > o })
 	for _, later := range d.offsets[i:] {
-		if strings.SplitN(d.lines[later], " ", 5)[3] == key {
+		if lineKey(d.lines[later]) == key {
 			return true
 		}
 	}

@@ -76,7 +76,7 @@ func TestTranslateMode(t *testing.T) {
 			at[dst.lines[o]] = o
 		}
 	}
-	key := func(line string) string { return strings.SplitN(line, " ", 5)[3] }
+	key := lineKey
 	lastOfKey := map[string]int64{} // destination offset of each key's last record
 	for _, o := range dst.offsets {
 		lastOfKey[key(dst.lines[o])] = o
@@ -186,7 +186,7 @@ func produceSolos(t *testing.T, topic string, keys, n int, wave uint64) {
 
 // isSolo reports whether a dump line is one of produceSolos' single-key
 // records.
-func isSolo(line string) bool { return strings.HasPrefix(strings.SplitN(line, " ", 5)[3], "solo-") }
+func isSolo(line string) bool { return strings.HasPrefix(lineKey(line), "solo-") }
 
 // holeBeforeSolo reports whether d has a compaction hole right before a solo
 // record.
