@@ -32,7 +32,7 @@ func TestTranslateMode(t *testing.T) {
 		produceOverwrites(t, topic, keys, 3000, 3, wave)
 		time.Sleep(2 * time.Second)
 		src := dumpPartition(t, env.Source, topic, 0, "-X", readUncommitted)
-		if src.holeBeforeSolo() {
+		if len(src.solosAfterHoles()) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -76,10 +76,9 @@ func TestTranslateMode(t *testing.T) {
 			at[dst.lines[o]] = o
 		}
 	}
-	key := lineKey
 	lastOfKey := map[string]int64{} // destination offset of each key's last record
 	for _, o := range dst.offsets {
-		lastOfKey[key(dst.lines[o])] = o
+		lastOfKey[lineKey(dst.lines[o])] = o
 	}
 	prev, found := int64(-1), 0
 	for _, o := range src.offsets {
@@ -91,17 +90,17 @@ func TestTranslateMode(t *testing.T) {
 		case ok && d > prev:
 			prev = d
 			found++
-		case !ok && lastOfKey[key(src.lines[o])] > prev:
+		case !ok && lastOfKey[lineKey(src.lines[o])] > prev:
 			// superseded and cleaned on the destination
 		default:
 			var srcKey, dstKey []int64
 			for _, so := range src.offsets {
-				if key(src.lines[so]) == key(src.lines[o]) {
+				if lineKey(src.lines[so]) == lineKey(src.lines[o]) {
 					srcKey = append(srcKey, so)
 				}
 			}
 			for _, do := range dst.offsets {
-				if key(dst.lines[do]) == key(src.lines[o]) {
+				if lineKey(dst.lines[do]) == lineKey(src.lines[o]) {
 					dstKey = append(dstKey, do)
 				}
 			}
@@ -127,9 +126,10 @@ func TestTranslateMode(t *testing.T) {
 			live = src.offsets[i]
 		}
 	}
-	for i := 1; i < len(src.offsets) && hole < 0; i++ {
-		if src.offsets[i] > src.offsets[i-1]+1 && isSolo(src.lines[src.offsets[i]]) && onDest(src.offsets[i]) {
+	for _, i := range src.solosAfterHoles() {
+		if onDest(src.offsets[i]) {
 			hole, afterHole = src.offsets[i-1]+1, src.offsets[i]
+			break
 		}
 	}
 	if live < 0 || hole < 0 {
@@ -188,13 +188,14 @@ func produceSolos(t *testing.T, topic string, keys, n int, wave uint64) {
 // records.
 func isSolo(line string) bool { return strings.HasPrefix(lineKey(line), "solo-") }
 
-// holeBeforeSolo reports whether d has a compaction hole right before a solo
-// record.
-func (d compactedDump) holeBeforeSolo() bool {
+// solosAfterHoles returns the indexes in d.offsets of the solo records
+// right behind a compaction hole.
+func (d compactedDump) solosAfterHoles() []int {
+	var at []int
 	for i := 1; i < len(d.offsets); i++ {
 		if d.offsets[i] > d.offsets[i-1]+1 && isSolo(d.lines[d.offsets[i]]) {
-			return true
+			at = append(at, i)
 		}
 	}
-	return false
+	return at
 }
