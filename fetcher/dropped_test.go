@@ -2,7 +2,11 @@ package fetcher
 
 import (
 	"math"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sidemirror/sidemirror/internal/kafkaproxy"
 	"github.com/sidemirror/sidemirror/internal/testwait"
@@ -117,5 +121,70 @@ func TestProducerStateResume(t *testing.T) {
 				t.Fatalf("established %v, want %v", st.established, tc.established)
 			}
 		})
+	}
+}
+
+// TestLateAppendOfDeadSidecar: a sidecar dies (kill -9) with a produce
+// request on its way to the broker, and the broker appends it only after
+// the next sidecar to drive the partition (the restarted process, or
+// another host's) read the LEO. The proxy holds the dead Manager's request
+// and hands it to the broker right before the new Manager's first one. The
+// new Manager continues the producer of the destination's last batch, so
+// the broker takes the late request and the new one as one: no duplicate,
+// no FAILED partition.
+func TestLateAppendOfDeadSidecar(t *testing.T) {
+	const topic = "late"
+	parts := []int32{0}
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	px, err := kafkaproxy.Start("127.0.0.1:0", e.dst.ListenAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = px.Close() })
+	cl := e.producer(kgo.NoCompression())
+
+	// The first sidecar mirrors 300 records, then loses its connection
+	// with a produce request held; its long backoff keeps it from sending
+	// again before it dies.
+	e.local = e.client(e.dst, kgo.SeedBrokers(px.Addr()), kgo.ClientID("dead"))
+	dead := e.newManager(MaxInFlightPerPartition(5), Backoff(time.Minute, time.Minute))
+	e.produce(cl, topic, parts, 0, 300, 10)
+	startAll(t, dead, topic, parts)
+	e.waitCaughtUp(dead, topic, parts)
+	var held atomic.Bool
+	px.HoldNext(func(r kafkaproxy.Request) bool {
+		if !kafkaproxy.ProduceTo(topic)(r) {
+			return false
+		}
+		if !held.Load() { // take: the dead sidecar's request
+			held.Store(r.ClientID == "dead")
+			return held.Load()
+		}
+		return r.ClientID == "next" // release: before the next sidecar's first
+	})
+	e.produce(cl, topic, parts, 300, 200, 10)
+	testwait.For(t, waitTimeout, "a produce request of the first sidecar held", func() bool {
+		n, _ := px.Holds()
+		return n == 1
+	})
+	dead.Close()
+
+	e.local = e.client(e.dst, kgo.SeedBrokers(px.Addr()), kgo.ClientID("next"))
+	e.reg = prometheus.NewRegistry()
+	next := e.newManager(MaxInFlightPerPartition(5))
+	startAll(t, next, topic, parts)
+	testwait.For(t, waitTimeout, "the held request to reach the broker before the next sidecar's", func() bool {
+		_, released := px.Holds()
+		return released == 1
+	})
+	e.produce(cl, topic, parts, 500, 200, 10)
+	e.waitCaughtUp(next, topic, parts)
+	if n, want := e.compareTopic(topic), 700; n != want {
+		t.Fatalf("compared %d records, want %d", n, want)
+	}
+	for _, st := range e.events.statesOf(Partition{testMirror, topic, 0}) {
+		if st == StateFailed {
+			t.Fatalf("partition went FAILED: %v", e.events.statesOf(Partition{testMirror, topic, 0}))
+		}
 	}
 }

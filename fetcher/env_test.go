@@ -27,7 +27,7 @@ const (
 // testEnv is a source and a one-broker destination kfake cluster with the
 // same topics, and what a test needs to drive a Manager between them.
 type testEnv struct {
-	t        *testing.T
+	t        testing.TB
 	src, dst *kfake.Cluster
 	srcAdm   *kadm.Client
 	dstAdm   *kadm.Client
@@ -81,7 +81,7 @@ func (l *eventLog) notLeaders() []Partition {
 
 // newTestEnv starts the clusters; topics maps topic names to partition
 // counts, created on both.
-func newTestEnv(t *testing.T, srcBrokers int, topics map[string]int32) *testEnv {
+func newTestEnv(t testing.TB, srcBrokers int, topics map[string]int32) *testEnv {
 	t.Helper()
 	seed := func() []kfake.Opt {
 		var opts []kfake.Opt

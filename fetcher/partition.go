@@ -374,6 +374,7 @@ func (p *partition) runOnce() error {
 		return err
 	}
 	p.setLEO(leo)
+	dLEO := leo // the destination's own offset, before repeats are taken off
 	mir, err := p.m.mirror(p.key.Mirror)
 	if err != nil {
 		return err
@@ -386,12 +387,18 @@ func (p *partition) runOnce() error {
 	}
 	p.prod.resume(leo)
 	if p.prod.ident == nil {
-		id, err := p.m.pids.get(ctx, p.prod.stale)
+		adopted, err := p.adoptLastWriter(dLEO)
 		if err != nil {
 			return err
 		}
-		p.prod.ident, p.prod.seq, p.prod.established = id, 0, false
-		p.log.Info("appending with a new producer ID", zap.Int64("producer-id", id.id))
+		if !adopted {
+			id, err := p.m.pids.get(ctx, p.prod.stale)
+			if err != nil {
+				return err
+			}
+			p.prod.ident, p.prod.seq, p.prod.established = id, 0, false
+			p.log.Info("appending with a new producer ID", zap.Int64("producer-id", id.id))
+		}
 	}
 	start, err := mir.listOffset(ctx, p.key, -2)
 	if err != nil {

@@ -121,6 +121,64 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	return nil
 }
 
+// adoptLastWriter continues the producer of the destination's last batch
+// (at dLEO-1) when the driver has no producer identity of its own for the
+// partition: at its first start in this process, or after another writer
+// appended. That batch is an idempotent data batch of the sidecar that drove
+// the partition before, in this process's previous life (a kill -9 or a
+// crash) or on another host (leadership moved), and that sidecar's appends
+// still in flight (in its socket buffer or the broker's request queue) may
+// be handled only now. Under a new producer ID such a late append and this
+// driver's append of the same source batch would be two writers' batches,
+// the second one at shifted offsets (ErrExactness). Under the same producer
+// ID, epoch and next sequence they are one to the broker: whichever it
+// handles second is a duplicate (answered at the first one's offset) or
+// out of order (refused, and the LEO read again tells where to go on);
+// either way nothing lands twice. It reports false (take the Manager's
+// identity) for a destination that is empty, ends with a transactional or
+// control batch, or whose last batch is of the identity whose append
+// failed (the broker holds no usable state for it).
+func (p *partition) adoptLastWriter(dLEO int64) (bool, error) {
+	if dLEO <= 0 {
+		return false, nil
+	}
+	raw, err := p.m.fetchLocal(p.ctx, p.key, dLEO-1)
+	if errors.Is(err, kerr.OffsetOutOfRange) {
+		return false, nil // emptied meanwhile (DeleteRecords): nothing to continue
+	}
+	if err != nil {
+		return false, err
+	}
+	last, err := batchHolding(raw, dLEO-1)
+	if err != nil {
+		return false, err
+	}
+	if last == nil {
+		// Beyond the high watermark: an append the in-sync replicas do
+		// not all have yet, perhaps the late one itself.
+		return false, fmt.Errorf("the destination's high watermark of %s is below its log end offset %d: resuming once its last batch is replicated",
+			p.key, dLEO)
+	}
+	rb, err := parseBatch(last)
+	if err != nil {
+		return false, err
+	}
+	if batchNext(last) != dLEO || rb.Attributes&(attrTransactional|attrControl) != 0 || rb.ProducerID < 0 || rb.FirstSequence < 0 {
+		return false, nil
+	}
+	if st := p.prod.stale; st != nil && st.id == rb.ProducerID && st.epoch == rb.ProducerEpoch {
+		return false, nil
+	}
+	// gen 0 is never the Manager's current identity: if appends with it
+	// fail, producerIDs.get hands out the Manager's own.
+	p.prod.ident = &producerIdentity{id: rb.ProducerID, epoch: rb.ProducerEpoch}
+	p.prod.seq = nextSequence(rb.FirstSequence, rb.LastOffsetDelta+1)
+	p.prod.established = false // its first batch goes alone
+	p.log.Info("appending with the producer ID of the destination's last batch",
+		zap.Int64("producer-id", rb.ProducerID), zap.Int16("producer-epoch", rb.ProducerEpoch), zap.Int32("next-sequence", p.prod.seq))
+	return true, nil
+}
+
 // fetchSourceAt fetches p's batches from the source leader from offset
 // on, nil where the source no longer has offset (below its log start).
 func (p *partition) fetchSourceAt(mir *mirror, leader int32, offset int64) ([]byte, error) {
