@@ -65,8 +65,7 @@ func (p *partition) checkResume(mir *mirror, leo, start int64) error {
 	if last == nil {
 		// Beyond the high watermark: an append the in-sync replicas do
 		// not all have yet (one of them is down, or its disk full).
-		return fmt.Errorf("the destination's high watermark of %s is below its log end offset %d: resuming once its last batch is replicated",
-			p.key, leo)
+		return p.notReplicated(leo)
 	}
 	leader, err := mir.leader(p.ctx, p.key, false)
 	if err != nil {
@@ -154,10 +153,8 @@ func (p *partition) adoptLastWriter(dLEO int64) (bool, error) {
 		return false, err
 	}
 	if last == nil {
-		// Beyond the high watermark: an append the in-sync replicas do
-		// not all have yet, perhaps the late one itself.
-		return false, fmt.Errorf("the destination's high watermark of %s is below its log end offset %d: resuming once its last batch is replicated",
-			p.key, dLEO)
+		// Beyond the high watermark, perhaps the late append itself.
+		return false, p.notReplicated(dLEO)
 	}
 	rb, err := parseBatch(last)
 	if err != nil {
@@ -177,6 +174,12 @@ func (p *partition) adoptLastWriter(dLEO int64) (bool, error) {
 	p.log.Info("appending with the producer ID of the destination's last batch",
 		zap.Int64("producer-id", rb.ProducerID), zap.Int16("producer-epoch", rb.ProducerEpoch), zap.Int32("next-sequence", p.prod.seq))
 	return true, nil
+}
+
+// notReplicated is the retriable error of a start whose destination last
+// batch, below log end offset leo, is above the high watermark.
+func (p *partition) notReplicated(leo int64) error {
+	return fmt.Errorf("the destination's high watermark of %s is below its log end offset %d: resuming once its last batch is replicated", p.key, leo)
 }
 
 // fetchSourceAt fetches p's batches from the source leader from offset
