@@ -312,7 +312,8 @@ func (r *orderedProduce) AppendTo(dst []byte) []byte {
 func (r *orderedProduce) release() { r.once.Do(func() { close(r.written) }) }
 
 // producerIdentity is the sidecar's idempotent producer ID and epoch; gen
-// tells identities apart.
+// is the Manager's count of them when InitProducerID handed it out (0: the
+// producer of the destination's last batch, adoptLastWriter).
 type producerIdentity struct {
 	id    int64
 	epoch int16
@@ -351,15 +352,23 @@ func (s *producerIDs) save(p Partition, st producerState) {
 }
 
 // get returns the current identity, or a new one if there is none or the
-// current one is stale (a partition's appends with it failed).
-func (s *producerIDs) get(ctx context.Context, stale *producerIdentity) (*producerIdentity, error) {
+// current one is one of avoid (a partition's appends with it failed, or the
+// broker's sequence for it on the partition is unknown). Identities are
+// compared by producer ID and epoch: a partition may continue the Manager's
+// own producer after another driver did (adoptLastWriter).
+func (s *producerIDs) get(ctx context.Context, avoid ...*producerIdentity) (*producerIdentity, error) {
 	usable := func() *producerIdentity {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.cur != nil && (stale == nil || s.cur.gen != stale.gen) {
-			return s.cur
+		if s.cur == nil {
+			return nil
 		}
-		return nil
+		for _, a := range avoid {
+			if a != nil && a.id == s.cur.id && a.epoch == s.cur.epoch {
+				return nil
+			}
+		}
+		return s.cur
 	}
 	if id := usable(); id != nil {
 		return id, nil

@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 	"testing"
@@ -90,16 +91,19 @@ func TestProducerStateResume(t *testing.T) {
 		wantSeq     int32
 		wantRenew   bool
 		established bool
+		wantLeft    bool // dropped because another writer appended after it
 	}{
-		{"nothing unknown", producerState{ident: id, seq: 40, at: 100, upTo: 100}, 130, 40, false, false},
-		{"none landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 100, 40, false, false},
-		{"some landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 120, 60, false, true},
-		{"all landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 150, 90, false, true},
-		{"sequence wraps", producerState{ident: id, seq: math.MaxInt32 - 5, at: 100, upTo: 150}, 110, 4, false, true},
-		{"beyond what was sent", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 151, 0, true, false},
-		{"truncated below", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 99, 0, true, false},
-		{"refused out of order, LEO unmoved", producerState{ident: id, seq: 40, at: 100, upTo: 150, suspect: true}, 100, 0, true, false},
-		{"refused out of order, LEO moved", producerState{ident: id, seq: 40, at: 100, upTo: 150, suspect: true}, 110, 50, false, true},
+		{"nothing unknown, LEO unmoved", producerState{ident: id, seq: 40, at: 100, upTo: 100}, 100, 40, false, false, false},
+		{"nothing unknown, another writer appended", producerState{ident: id, seq: 40, at: 100, upTo: 100}, 130, 0, true, false, true},
+		{"nothing unknown, truncated below", producerState{ident: id, seq: 40, at: 100, upTo: 100}, 90, 0, true, false, false},
+		{"none landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 100, 40, false, false, false},
+		{"some landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 120, 60, false, true, false},
+		{"all landed", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 150, 90, false, true, false},
+		{"sequence wraps", producerState{ident: id, seq: math.MaxInt32 - 5, at: 100, upTo: 150}, 110, 4, false, true, false},
+		{"beyond what was sent", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 151, 0, true, false, true},
+		{"truncated below", producerState{ident: id, seq: 40, at: 100, upTo: 150}, 99, 0, true, false, false},
+		{"refused out of order, LEO unmoved", producerState{ident: id, seq: 40, at: 100, upTo: 150, suspect: true}, 100, 0, true, false, false},
+		{"refused out of order, LEO moved", producerState{ident: id, seq: 40, at: 100, upTo: 150, suspect: true}, 110, 50, false, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,8 +113,12 @@ func TestProducerStateResume(t *testing.T) {
 				t.Fatalf("identity dropped: %v, want %v", renewed, tc.wantRenew)
 			}
 			if tc.wantRenew {
-				if st.stale != id {
-					t.Fatalf("stale identity %v, want the dropped one", st.stale)
+				dropped := st.stale
+				if tc.wantLeft {
+					dropped = st.left
+				}
+				if dropped != id {
+					t.Fatalf("stale identity %v, left identity %v, want the dropped one as the %s one", st.stale, st.left, map[bool]string{true: "left", false: "stale"}[tc.wantLeft])
 				}
 				return
 			}
@@ -185,6 +193,57 @@ func TestLateAppendOfDeadSidecar(t *testing.T) {
 	for _, st := range e.events.statesOf(Partition{testMirror, topic, 0}) {
 		if st == StateFailed {
 			t.Fatalf("partition went FAILED: %v", e.events.statesOf(Partition{testMirror, topic, 0}))
+		}
+	}
+}
+
+// TestLeadershipReturns: a partition moves to another sidecar and back, as
+// its destination leadership does when a broker restarts and the preferred
+// leader is elected again. The other sidecar continued the first one's
+// producer (adoptLastWriter), so the first one's own sequence is stale
+// when it drives the partition again: sent as it is, its next batch would
+// repeat one of the other's last five, and the broker would answer it at
+// that batch's offset (ErrExactness). It must continue from the
+// destination's last batch instead.
+func TestLeadershipReturns(t *testing.T) {
+	const topic = "returns"
+	parts := []int32{0}
+	key := Partition{testMirror, topic, 0}
+	e := newTestEnv(t, 1, map[string]int32{topic: 1})
+	cl := e.producer(kgo.NoCompression())
+	e.local = e.client(e.dst, kgo.ClientID("first"))
+	first := e.newManager(MaxInFlightPerPartition(5))
+	e.produce(cl, topic, parts, 0, 300, 10)
+	startAll(t, first, topic, parts)
+	e.waitCaughtUp(first, topic, parts)
+	ctx := context.Background()
+	if err := first.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+
+	e.local = e.client(e.dst, kgo.ClientID("other"))
+	e.reg = prometheus.NewRegistry()
+	other := e.newManager(MaxInFlightPerPartition(5))
+	e.produce(cl, topic, parts, 300, 10, 10) // one batch: the first one's next would match it
+	startAll(t, other, topic, parts)
+	e.waitCaughtUp(other, topic, parts)
+	if err := other.Stop(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+
+	// One batch again, so that it goes alone, with the sequences of the
+	// other one's.
+	e.produce(cl, topic, parts, 310, 10, 10)
+	startAll(t, first, topic, parts)
+	e.waitCaughtUp(first, topic, parts)
+	e.produce(cl, topic, parts, 320, 190, 10)
+	e.waitCaughtUp(first, topic, parts)
+	if n, want := e.compareTopic(topic), 510; n != want {
+		t.Fatalf("compared %d records, want %d", n, want)
+	}
+	for _, st := range e.events.statesOf(key) {
+		if st == StateFailed {
+			t.Fatalf("partition went FAILED: %v", e.events.statesOf(key))
 		}
 	}
 }

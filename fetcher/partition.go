@@ -81,9 +81,18 @@ type partition struct {
 // carries the sequences it had: the broker answers a repeat of one of its
 // last five batches as a duplicate, at its original offset, and refuses
 // anything else out of order, instead of appending it twice.
+//
+// A LEO beyond every append this driver sent means that another driver
+// appended meanwhile (leadership moved away and came back), and that driver
+// may have continued ident (adoptLastWriter): the broker's sequence for it
+// is then the last batch's, and a stale one could even repeat one of that
+// driver's last five batches, which the broker would answer at their
+// offsets. resume drops ident (left): the driver continues the last batch's
+// producer, or takes an identity other than left.
 type producerState struct {
 	ident       *producerIdentity // nil: get a new one before appending
 	stale       *producerIdentity // the identity whose append failed
+	left        *producerIdentity // the identity given up because another driver appended after it
 	seq         int32             // next base sequence for ident, at destination offset at
 	at          int64             // see upTo
 	upTo        int64             // > at: the outcome of appends at..upTo-1 with ident is unknown
@@ -98,10 +107,12 @@ type producerState struct {
 // out of order with the sequence that the range gives), it drops the
 // identity: the driver then takes a new producer ID.
 func (ps *producerState) resume(leo int64) {
-	if ps.ident != nil && ps.upTo > ps.at {
+	if ps.ident != nil {
 		switch {
-		case leo < ps.at || leo > ps.upTo || (ps.suspect && leo == ps.at):
+		case leo < ps.at || (ps.suspect && leo == ps.at):
 			ps.stale, ps.ident = ps.ident, nil
+		case leo > ps.upTo:
+			ps.left, ps.ident = ps.ident, nil
 		case leo > ps.at:
 			// Some of the unknown appends landed: the broker holds state
 			// for ident here now.
@@ -392,11 +403,12 @@ func (p *partition) runOnce() error {
 			return err
 		}
 		if !adopted {
-			id, err := p.m.pids.get(ctx, p.prod.stale)
+			id, err := p.m.pids.get(ctx, p.prod.stale, p.prod.left)
 			if err != nil {
 				return err
 			}
 			p.prod.ident, p.prod.seq, p.prod.established = id, 0, false
+			p.prod.left = nil
 			p.log.Info("appending with a new producer ID", zap.Int64("producer-id", id.id))
 		}
 	}

@@ -166,8 +166,8 @@ func (p *partition) adoptLastWriter(dLEO int64) (bool, error) {
 	if st := p.prod.stale; st != nil && st.id == rb.ProducerID && st.epoch == rb.ProducerEpoch {
 		return false, nil
 	}
-	// gen 0 is never the Manager's current identity: if appends with it
-	// fail, producerIDs.get hands out the Manager's own.
+	// gen 0: not handed out by InitProducerID here. It may still be the
+	// Manager's own producer, continued by another driver meanwhile.
 	p.prod.ident = &producerIdentity{id: rb.ProducerID, epoch: rb.ProducerEpoch}
 	p.prod.seq = nextSequence(rb.FirstSequence, rb.LastOffsetDelta+1)
 	p.prod.established = false // its first batch goes alone
