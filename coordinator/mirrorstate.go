@@ -33,6 +33,13 @@ type stateCoordinator struct {
 	brokerID int32
 	log      *zap.Logger
 
+	// writing serializes the writes to each state partition, from
+	// reading a key's previous state to recording the new one: two writes
+	// of one key in flight together would each merge with (and fence by)
+	// the state before both, and the second to land would undo the first
+	// (a stale owner's write passing its fence, an offset shift lost).
+	writing sync.Map // partition -> *sync.Mutex
+
 	mu      sync.Mutex
 	n       int32                                                  // partitions of __mirror_state, 0 until known
 	leaders map[int32]int32                                        // partition -> leader broker
@@ -208,6 +215,14 @@ func (c *stateCoordinator) partitionOf(mirror string) (int32, int16) {
 func (c *stateCoordinator) write(ctx context.Context, r *protocol.WriteMirrorStatesRequest, nowMs int64) *protocol.WriteMirrorStatesResponse {
 	resp := &protocol.WriteMirrorStatesResponse{}
 	p, code := c.partitionOf(r.MirrorName)
+	if code == 0 {
+		wmu, _ := c.writing.LoadOrStore(p, new(sync.Mutex))
+		wmu.(*sync.Mutex).Lock()
+		defer wmu.(*sync.Mutex).Unlock()
+		// Again: the partition may have been given up or loaded anew
+		// while an earlier write went out.
+		p, code = c.partitionOf(r.MirrorName)
+	}
 	if code != 0 {
 		resp.ErrorCode = code
 		resp.ErrorMessage = strPtr(fmt.Sprintf("this sidecar is not ready to coordinate mirror %s", r.MirrorName))

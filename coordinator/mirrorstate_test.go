@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
@@ -166,5 +167,94 @@ func TestStateCoordinator(t *testing.T) {
 	}
 	if code, state, _ := read(loaded()); code != 0 || state != -1 {
 		t.Fatalf("after the tombstones: code %d, state %d; want no state", code, state)
+	}
+}
+
+// TestStateWritesOfOneKeyInTurn: a write whose produce is slow (an
+// acks=all write waits for a follower that froze) and a second write of
+// the same partition state that comes meanwhile, from its former owner at
+// an older destination leader epoch. The second must be judged against the
+// first one's result: fenced, and the offset shift the first recorded kept.
+// Judged against the state before both, it passed its fence and, landing
+// last, dropped the shift (a chaos run then failed the partition).
+func TestStateWritesOfOneKeyInTurn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	store, err := statestore.New(cl, statestore.NumPartitions(1), statestore.ReplicationFactor(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	st := fsm.NewState()
+	st.Mirrors["m"] = &fsm.Mirror{Name: "m"}
+	sc := newStateCoordinator(store, cl, 0, zaptest.NewLogger(t))
+	if err := sc.refresh(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	write := func(pd protocol.WriteMirrorStatesRequestPartition) int16 {
+		resp := sc.write(ctx, &protocol.WriteMirrorStatesRequest{MirrorName: "m",
+			Topics: []protocol.WriteMirrorStatesRequestTopic{{Name: "t", Partitions: []protocol.WriteMirrorStatesRequestPartition{pd}}}}, 1000)
+		if resp.ErrorCode != 0 {
+			return resp.ErrorCode
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	state := func(epoch int32, shifts ...protocol.OffsetShift) protocol.WriteMirrorStatesRequestPartition {
+		var pd protocol.WriteMirrorStatesRequestPartition
+		pd.Default()
+		pd.PartitionIndex, pd.State, pd.DestinationLeaderEpoch = 0, statestore.StateMirroring, epoch
+		if len(shifts) > 0 {
+			pd.State, pd.OffsetMap = protocol.StateUnchanged, shifts
+		}
+		return pd
+	}
+	if code := write(state(0)); code != 0 {
+		t.Fatalf("first owner's state: error code %d", code)
+	}
+
+	// The next produce to __mirror_state (the shift's) is held until
+	// released.
+	held, release := make(chan struct{}), make(chan struct{})
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl() // this produce only
+		close(held)
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	shifted := make(chan int16, 1)
+	go func() { shifted <- write(state(1, protocol.OffsetShift{SourceOffset: 24, DestinationOffset: 25})) }()
+	<-held
+	stale := make(chan int16, 1)
+	go func() { stale <- write(state(0)) }()
+	// Give the stale write the chance to be judged while the shift is in
+	// flight; with writes in turn it waits for the shift whatever the time.
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	if code := <-shifted; code != 0 {
+		t.Fatalf("the shift's write: error code %d", code)
+	}
+	if code := <-stale; code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("the former owner's write during the shift's: error code %d, want FENCED_LEADER_EPOCH", code)
+	}
+	fresh := newStateCoordinator(store, cl, 0, zaptest.NewLogger(t))
+	if err := fresh.refresh(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	resp := fresh.read(&protocol.ReadMirrorStatesRequest{MirrorName: "m"})
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("loaded states %+v, want t-0 only", resp.Topics)
+	}
+	if m := resp.Topics[0].Partitions[0].OffsetMap; len(m) != 1 || m[0].SourceOffset != 24 || m[0].DestinationOffset != 25 {
+		t.Fatalf("loaded offset map %+v, want the shift 24 -> 25", m)
 	}
 }
