@@ -1091,3 +1091,61 @@ func TestTransactionalIDFencedBetweenTransactions(t *testing.T) {
 	e.compareRawBatches("fence", 0, 0)
 	e.compareTopic("fence")
 }
+
+// TestFailedLeaderLookupNotKept: a look-up of a topic's source leaders that
+// fails (the source cut off, or a partition without a leader while a
+// broker restarts) is handed to the callers of that moment only: once the
+// source answers again, the next caller gets the leader, whether or not it
+// asked for a refresh. The first failure was served from the cache to a
+// driver's resume check, which never refreshes, for as long as nothing
+// else looked the topic up (minutes in a chaos run).
+func TestFailedLeaderLookupNotKept(t *testing.T) {
+	e := newTestEnv(t, 1, map[string]int32{"mirrored": 1, "other": 1})
+	m := e.newManager()
+	startAll(t, m, "mirrored", []int32{0})
+	mir, err := m.mirror(testMirror)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(*kmsg.MetadataResponseTopic)
+	}{
+		{"topic error", func(rt *kmsg.MetadataResponseTopic) { rt.ErrorCode = kerr.UnknownTopicOrPartition.Code }},
+		{"no leader", func(rt *kmsg.MetadataResponseTopic) {
+			rt.Partitions[0].Leader, rt.Partitions[0].ErrorCode = -1, kerr.LeaderNotAvailable.Code
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mir.metaMu.Lock()
+			delete(mir.leaders, "other")
+			mir.metaMu.Unlock()
+			var failing atomic.Bool
+			failing.Store(true)
+			e.src.ControlKey(kmsg.Metadata.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				e.src.KeepControl()
+				req := kreq.(*kmsg.MetadataRequest)
+				if !failing.Load() || len(req.Topics) != 1 || req.Topics[0].Topic == nil || *req.Topics[0].Topic != "other" {
+					return nil, nil, false
+				}
+				resp := req.ResponseKind().(*kmsg.MetadataResponse)
+				rt := kmsg.NewMetadataResponseTopic()
+				rt.Topic = kmsg.StringPtr("other")
+				rp := kmsg.NewMetadataResponseTopicPartition()
+				rt.Partitions = append(rt.Partitions, rp)
+				tc.set(&rt)
+				resp.Topics = append(resp.Topics, rt)
+				return resp, nil, true
+			})
+			p := Partition{testMirror, "other", 0}
+			if _, err := mir.leader(context.Background(), p, false); err == nil {
+				t.Fatal("leader found while the source answers with an error")
+			}
+			failing.Store(false)
+			testwait.For(t, waitTimeout, "the leader once the source answers again, without a refresh asked for", func() bool {
+				l, err := mir.leader(context.Background(), p, false)
+				return err == nil && l >= 0
+			})
+		})
+	}
+}

@@ -90,11 +90,21 @@ func (mir *mirror) close() {
 }
 
 // leader returns the source leader of p. With refresh, leaders older than
-// metadataMinAge are loaded again.
+// metadataMinAge are loaded again. A failed look-up is cached for the
+// callers that waited for it and for metadataMinAge, never longer, and so
+// is a partition without a leader: the next caller after that asks the
+// source again, refresh or not (a driver that started while the source was
+// cut off would otherwise be handed the first error for as long as no
+// other caller refreshed the topic).
 func (mir *mirror) leader(ctx context.Context, p Partition, refresh bool) (int32, error) {
 	for {
 		mir.metaMu.Lock()
 		tl := mir.leaders[p.Topic]
+		if tl != nil {
+			if _, err := tl.leader(p); err != nil {
+				refresh = true
+			}
+		}
 		if tl != nil && (!refresh || time.Since(tl.at) < metadataMinAge) {
 			mir.metaMu.Unlock()
 			return tl.leader(p)
@@ -103,7 +113,9 @@ func (mir *mirror) leader(ctx context.Context, p Partition, refresh bool) (int32
 			mir.metaMu.Unlock()
 			select {
 			case <-wait:
-				refresh = false // use what that refresh loaded
+				// Use what that refresh loaded, even a failure: it is
+				// younger than metadataMinAge.
+				refresh = false
 				continue
 			case <-ctx.Done():
 				return -1, ctx.Err()
