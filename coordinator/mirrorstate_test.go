@@ -25,21 +25,7 @@ import (
 func TestStateCoordinator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	store, err := statestore.New(cl, statestore.NumPartitions(2), statestore.ReplicationFactor(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	_, cl, store := newStateStore(t, 2)
 	st := fsm.NewState()
 	st.Mirrors["m"] = &fsm.Mirror{Name: "m"}
 	p := statestore.PartitionFor("m", 2)
@@ -180,21 +166,7 @@ func TestStateCoordinator(t *testing.T) {
 func TestStateWritesOfOneKeyInTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	store, err := statestore.New(cl, statestore.NumPartitions(1), statestore.ReplicationFactor(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	c, cl, store := newStateStore(t, 1)
 	st := fsm.NewState()
 	st.Mirrors["m"] = &fsm.Mirror{Name: "m"}
 	sc := newStateCoordinator(store, cl, 0, zaptest.NewLogger(t))
@@ -257,4 +229,27 @@ func TestStateWritesOfOneKeyInTurn(t *testing.T) {
 	if m := resp.Topics[0].Partitions[0].OffsetMap; len(m) != 1 || m[0].SourceOffset != 24 || m[0].DestinationOffset != 25 {
 		t.Fatalf("loaded offset map %+v, want the shift 24 -> 25", m)
 	}
+}
+
+// newStateStore returns a one-broker kfake destination, a client of it and
+// a __mirror_state store with partitions partitions there, all closed when
+// the test ends.
+func newStateStore(t *testing.T, partitions int32) (*kfake.Cluster, *kgo.Client, *statestore.Store) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	store, err := statestore.New(cl, statestore.NumPartitions(partitions), statestore.ReplicationFactor(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return c, cl, store
 }

@@ -5,15 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sidemirror/sidemirror/coordinator/fsm"
 	"github.com/sidemirror/sidemirror/fetcher"
 	"github.com/sidemirror/sidemirror/internal/partstate"
 	"github.com/sidemirror/sidemirror/protocol"
-	"github.com/sidemirror/sidemirror/statestore"
 )
 
 // stoppingPlane is a scriptedPlane that calls onStop when a partition's
@@ -48,21 +45,7 @@ func (d *stoppingPlane) StopPartitions(_ context.Context, ps []fetcher.Partition
 func TestOwnerRecordsItsStates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	store, err := statestore.New(cl, statestore.NumPartitions(1), statestore.ReplicationFactor(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	_, cl, store := newStateStore(t, 1)
 	st := fsm.NewState()
 	st.Mirrors["m"] = &fsm.Mirror{Name: "m"}
 	for _, name := range []string{"paused", "stopped", "moved", "active"} {
