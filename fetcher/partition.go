@@ -102,10 +102,12 @@ type producerState struct {
 }
 
 // resume sets the next sequence for the destination LEO leo. When the
-// broker's sequence there cannot be known (leo outside the unknown range:
-// another writer or a truncation; or the batch at leo was already refused
-// out of order with the sequence that the range gives), it drops the
-// identity: the driver then takes a new producer ID.
+// broker's sequence there cannot be known, it drops the identity: as stale
+// after a truncation (leo below at) or when the batch at leo was already
+// refused out of order with the sequence that the range gives, the driver
+// then takes a new producer ID; as left when another writer appended
+// beyond upTo, the driver then continues the last batch's producer if it
+// can (adoptLastWriter).
 func (ps *producerState) resume(leo int64) {
 	if ps.ident != nil {
 		switch {
