@@ -99,15 +99,12 @@ func (mir *mirror) close() {
 func (mir *mirror) leader(ctx context.Context, p Partition, refresh bool) (int32, error) {
 	for {
 		mir.metaMu.Lock()
-		tl := mir.leaders[p.Topic]
-		if tl != nil {
-			if _, err := tl.leader(p); err != nil {
-				refresh = true
+		if tl := mir.leaders[p.Topic]; tl != nil {
+			l, err := tl.leader(p)
+			if (err == nil && !refresh) || time.Since(tl.at) < metadataMinAge {
+				mir.metaMu.Unlock()
+				return l, err
 			}
-		}
-		if tl != nil && (!refresh || time.Since(tl.at) < metadataMinAge) {
-			mir.metaMu.Unlock()
-			return tl.leader(p)
 		}
 		if wait, ok := mir.refreshing[p.Topic]; ok {
 			mir.metaMu.Unlock()
@@ -125,7 +122,7 @@ func (mir *mirror) leader(ctx context.Context, p Partition, refresh bool) (int32
 		mir.refreshing[p.Topic] = done
 		mir.metaMu.Unlock()
 
-		tl = mir.loadLeaders(ctx, p.Topic)
+		tl := mir.loadLeaders(ctx, p.Topic)
 
 		mir.metaMu.Lock()
 		delete(mir.refreshing, p.Topic)
