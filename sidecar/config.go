@@ -40,6 +40,7 @@ const (
 	KeyStatePartitions       = "mirror.state.topic.num.partitions"
 	KeyThrottledRate         = "mirror.replication.throttled.rate"
 	KeyBufferMemory          = "mirror.buffer.memory.bytes"
+	KeyCPUCores              = "sidecar.cpu.cores"
 
 	// DestinationPrefix prefixes the Kafka client properties that the
 	// sidecar uses towards its own (destination) cluster.
@@ -127,6 +128,12 @@ type Config struct {
 	// BufferMemory bounds the fetched record bytes this sidecar holds at
 	// once, for all mirrors and partitions (mirror.buffer.memory.bytes).
 	BufferMemory int64
+
+	// CPUCores is how many cores run the sidecar's Go code at once
+	// (sidecar.cpu.cores, Go's GOMAXPROCS; 0: as many as the host or its
+	// cgroup gives). The GOMAXPROCS environment variable wins. See
+	// ApplyCPUCores.
+	CPUCores int
 }
 
 // RaftPeer is one member of the raft group: a sidecar, identified by the ID
@@ -168,6 +175,7 @@ func DefaultConfig() Config {
 		Peer:            defaultPeerSecurity(),
 		Limits:          defaultLimits(),
 		BufferMemory:    fetcher.DefaultBufferMemory,
+		CPUCores:        DefaultCPUCores,
 	}
 }
 
@@ -290,6 +298,9 @@ func (c Config) Validate() error {
 	}
 	if c.ThrottledRate < 0 {
 		return configErr(KeyThrottledRate, "%d is negative (expected bytes per second, or 0 for no limit)", c.ThrottledRate)
+	}
+	if c.CPUCores < 0 || c.CPUCores > maxCPUCores {
+		return configErr(KeyCPUCores, "%d is out of range (expected 0 for every core, or 1 to %d)", c.CPUCores, maxCPUCores)
 	}
 	if err := c.validatePeer(); err != nil {
 		return err
@@ -434,6 +445,14 @@ var fields = []field{
 		c.BufferMemory = n
 		return nil
 	}},
+	{KeyCPUCores, "", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return configErr(KeyCPUCores, "%q is not an integer (expected 0 for every core, or 1 to %d)", v, maxCPUCores)
+		}
+		c.CPUCores = n
+		return nil
+	}},
 }
 
 // minBufferMemory is the least mirror.buffer.memory.bytes: 1 MiB, one
@@ -544,6 +563,7 @@ func (c Config) Redacted() []Property {
 		Property{Key: KeyStatePartitions, Value: strconv.Itoa(int(c.StatePartitions))},
 		Property{Key: KeyThrottledRate, Value: strconv.FormatInt(c.ThrottledRate, 10)},
 		Property{Key: KeyBufferMemory, Value: strconv.FormatInt(c.BufferMemory, 10)},
+		Property{Key: KeyCPUCores, Value: strconv.Itoa(c.CPUCores)},
 	)
 	return append(props, c.redactedPeer()...)
 }

@@ -114,6 +114,18 @@ func TestParseConfigErrors(t *testing.T) {
 			wantValue: "65536", wantAlso: []string{"at least 1048576"},
 		},
 		{
+			name:      "negative cpu cores",
+			edits:     map[string]string{"sidecar.cpu.cores": "-1"},
+			wantKey:   "sidecar.cpu.cores",
+			wantValue: "-1", wantAlso: []string{"expected 0 for every core, or 1 to 1024"},
+		},
+		{
+			name:      "non-integer cpu cores",
+			edits:     map[string]string{"sidecar.cpu.cores": "two"},
+			wantKey:   "sidecar.cpu.cores",
+			wantValue: `"two"`, wantAlso: []string{"is not an integer"},
+		},
+		{
 			name:      "negative broker id",
 			edits:     map[string]string{"local.broker.id": "-3"},
 			wantKey:   "local.broker.id",

@@ -119,6 +119,8 @@ func runSidecar(path string) error {
 		zap.String("commit", sidecar.Commit),
 		zap.Int("pid", os.Getpid()),
 		zap.Object("config", cfg))
+	cores, by := sidecar.ApplyCPUCores(cfg)
+	log.Info("running Go code on at most this many cores at once", zap.Int("cores", cores), zap.String("set-by", by))
 
 	sc, err := sidecar.New(cfg, log)
 	if err != nil {
