@@ -76,6 +76,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sidemirror/sidemirror/e2e/testbed"
@@ -487,7 +488,59 @@ func (b *bed) workload(ctx context.Context, w workload, contenders []string) (*w
 			}
 		}
 	}
-	return res, nil
+	return res, b.drop(ctx, w, contenders, topic)
+}
+
+// drop stops sidemirror's mirror topics of a measured workload and deletes
+// the workload's topics (its probes' too) on both clusters, so that the next workload meets
+// brokers that hold no more than the warm-up (after the partitions
+// workload, six topics of 2,000 partitions had made every later write to
+// the 2-core destination slower).
+func (b *bed) drop(ctx context.Context, w workload, contenders []string, topic func(string) string) error {
+	var sources, dests []string
+	for _, c := range contenders {
+		dests = append(dests, topic(c))
+		if c == limitName {
+			continue
+		}
+		sources = append(sources, topic(c))
+		if b.probes(w) && (c == sidemirrorName || c == mm2Name) {
+			probe := "bench-" + w.Name + "-probe-" + c // stopped by the probe
+			sources, dests = append(sources, probe), append(dests, probe)
+		}
+		if c == sidemirrorName || c == sidemirrorNoLatencyName {
+			name := mirror
+			if w.Latency > 0 {
+				name = benchWAN
+			}
+			if err := b.cli(ctx, "--stop", "--topics", topic(c), "--mirror", name); err != nil {
+				return err
+			}
+		}
+	}
+	if err := deleteTopics(ctx, b.env.Source, sources...); err != nil {
+		return err
+	}
+	return deleteTopics(ctx, b.env.Destination, dests...)
+}
+
+// deleteTopics deletes topics on c; one that does not exist is no error.
+func deleteTopics(ctx context.Context, c *testbed.Cluster, topics ...string) error {
+	adm, err := c.NewClient(testbed.Admin)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	resps, err := kadm.NewClient(adm).DeleteTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("deleting %v on %s: %w", topics, c.Name(), err)
+	}
+	for _, r := range resps.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("deleting %s on %s: %w", r.Topic, c.Name(), r.Err)
+		}
+	}
+	return nil
 }
 
 // probes reports whether the latency probe runs after w.
