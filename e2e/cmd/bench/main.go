@@ -488,14 +488,17 @@ func (b *bed) workload(ctx context.Context, w workload, contenders []string) (*w
 			}
 		}
 	}
-	return res, b.drop(ctx, w, contenders, topic)
+	if err := b.drop(ctx, w, contenders, topic); err != nil {
+		say(fmt.Sprintf("%s: cleaning up (the measurements stand): %v", w.Name, err))
+	}
+	return res, nil
 }
 
 // drop stops sidemirror's mirror topics of a measured workload and deletes
-// the workload's topics (its probes' too) on both clusters, so that the next workload meets
-// brokers that hold no more than the warm-up (after the partitions
-// workload, six topics of 2,000 partitions had made every later write to
-// the 2-core destination slower).
+// the workload's topics (its probes' too) on both clusters, so that the
+// next workload meets brokers that hold no more than the warm-up (after the
+// partitions workload, five topics of 2,000 partitions had made every later
+// write to the 2-core destination slower).
 func (b *bed) drop(ctx context.Context, w workload, contenders []string, topic func(string) string) error {
 	var sources, dests []string
 	for _, c := range contenders {
