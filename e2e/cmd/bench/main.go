@@ -508,7 +508,7 @@ func (b *bed) drop(ctx context.Context, w workload, contenders []string, topic f
 		}
 		sources = append(sources, topic(c))
 		if b.probes(w) && (c == sidemirrorName || c == mm2Name) {
-			probe := "bench-" + w.Name + "-probe-" + c // stopped by the probe
+			probe := probeTopic(w, c) // its mirror stopped by the probe
 			sources, dests = append(sources, probe), append(dests, probe)
 		}
 		if c == sidemirrorName || c == sidemirrorNoLatencyName {

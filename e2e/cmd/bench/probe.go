@@ -26,7 +26,7 @@ func (b *bed) probe(ctx context.Context, w workload, c string, m *measurement) e
 		return errors.New("no measured rate to probe at")
 	}
 	rate := max(m.RecordsPerSecond/2, 10)
-	topic := "bench-" + w.Name + "-probe-" + c
+	topic := probeTopic(w, c)
 	if err := createTopic(ctx, b.env.Source, topic, w.Partitions, 1, w.topicConfigs(true)); err != nil {
 		return err
 	}
@@ -221,3 +221,6 @@ func alnum(s string) string {
 	}
 	return string(out)
 }
+
+// probeTopic is the topic of the latency probe of contender c after w.
+func probeTopic(w workload, c string) string { return "bench-" + w.Name + "-probe-" + c }
