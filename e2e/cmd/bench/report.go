@@ -241,7 +241,9 @@ const benchmarkIntro = "`make bench` (`e2e/cmd/bench`) starts the loopback test 
 	"the destination holds the source's end offsets), and MirrorMaker 2 in dedicated mode\n" +
 	"(IdentityReplicationPolicy, jars from Maven Central of the brokers' version, three tasks, its producer\n" +
 	"batching by itself: batch.size 128 KiB, linger 20 ms; its wall time includes its start-up). Destination\n" +
-	"topics have replication factor 3, every write is acks=all. MB/s is the source's log bytes of one topic\n" +
+	"topics have replication factor 3, every write is acks=all; a workload's topics are deleted on both\n" +
+	"clusters before the next workload (sidemirror's mirror topics stopped first). MB/s is the source's\n" +
+	"log bytes of one topic\n" +
 	"per second (the same bytes for every contender, so the ratios of MB/s and of records/s are equal); CPU s\n" +
 	"is the contender's own processes (the three sidecars, the MM2 JVM, kcat), the brokers' CPU has a column\n" +
 	"of its own; peak RSS is per process (VmHWM, reset before each contender). The limit's producer\n" +
