@@ -439,9 +439,8 @@ func (b *bed) workload(ctx context.Context, w workload, contenders []string) (*w
 		case limitName:
 			m, err = b.limit(ctx, w, topic(c))
 		case sidemirrorName, sidemirrorNoLatencyName:
-			name := mirror
+			name := w.mirror()
 			if w.Latency > 0 {
-				name = benchWAN
 				lat := w.Latency
 				if c == sidemirrorNoLatencyName {
 					lat = 0
@@ -512,11 +511,7 @@ func (b *bed) drop(ctx context.Context, w workload, contenders []string, topic f
 			sources, dests = append(sources, probe), append(dests, probe)
 		}
 		if c == sidemirrorName || c == sidemirrorNoLatencyName {
-			name := mirror
-			if w.Latency > 0 {
-				name = benchWAN
-			}
-			if err := b.cli(ctx, "--stop", "--topics", topic(c), "--mirror", name); err != nil {
+			if err := b.cli(ctx, "--stop", "--topics", topic(c), "--mirror", w.mirror()); err != nil {
 				return err
 			}
 		}
@@ -544,6 +539,15 @@ func deleteTopics(ctx context.Context, c *testbed.Cluster, topics ...string) err
 		}
 	}
 	return nil
+}
+
+// mirror is the sidemirror mirror that reads w's topics: the one through the
+// source's latency proxy for a latency workload.
+func (w workload) mirror() string {
+	if w.Latency > 0 {
+		return benchWAN
+	}
+	return mirror
 }
 
 // probes reports whether the latency probe runs after w.

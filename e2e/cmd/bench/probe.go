@@ -36,10 +36,7 @@ func (b *bed) probe(ctx context.Context, w workload, c string, m *measurement) e
 	say(fmt.Sprintf("%s: latency probe of %s at %.0f records/s for %v", w.Name, contenderTitle[c], rate, b.o.ProbeDuration))
 	switch c {
 	case sidemirrorName:
-		name := mirror
-		if w.Latency > 0 {
-			name = benchWAN
-		}
+		name := w.mirror()
 		if err := b.cli(ctx, "--start", "--topics", topic, "--mirror", name); err != nil {
 			return err
 		}
