@@ -179,7 +179,7 @@ func main() {
 	flag.StringVar(&o.Workloads, "workloads", strings.Join(workloadOrder, ","), "comma-separated workloads: "+strings.Join(workloadOrder, ", "))
 	flag.StringVar(&o.Contenders, "contenders", "limit,sidemirror,mm2", "comma-separated contenders: limit, sidemirror, mm2")
 	flag.IntVar(&o.WarmupRecords, "warmup-records", 200_000, "records written to the destination before measuring")
-	flag.StringVar(&o.ProbeWorkloads, "probe-workloads", "lz4,latency50ms", "comma-separated workloads after which a probe measures each mirror's end-to-end latency at half its measured records/s (empty: none)")
+	flag.StringVar(&o.ProbeWorkloads, "probe-workloads", "lz4,latency50ms", "comma-separated workloads after which a probe measures each mirror's end-to-end latency at half its measured records/s or of the destination's own ingest, the lower (empty: none)")
 	flag.DurationVar(&o.ProbeDuration, "probe-duration", 20*time.Second, "how long the latency probe writes")
 	doc := flag.String("doc", "", "write the tables into the Benchmark section of this Markdown file (docs/performance.md)")
 	plot := flag.String("plot", "", "write a PNG chart of records/s per workload per contender to this file (linked from -doc when beside it)")
@@ -481,8 +481,7 @@ func (b *bed) workload(ctx context.Context, w workload, contenders []string) (*w
 			if c != sidemirrorName && c != mm2Name {
 				continue
 			}
-			m := res.find(c)
-			if err := b.probe(ctx, w, c, m); err != nil {
+			if err := b.probe(ctx, w, c, res.find(c), res.find(limitName)); err != nil {
 				return nil, fmt.Errorf("latency probe of %s: %w", c, err)
 			}
 		}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,18 +16,22 @@ import (
 )
 
 // probe measures the end-to-end latency of mirror contender c on workload
-// w at half the records/s m measured: a producer writes timestamped
-// records at that rate to a fresh source topic for -probe-duration, and a
-// consumer on the destination notes when each arrives. Its latency is the
+// w at half its capacity: half the records/s m measured, or half the
+// destination's own ingest (limit, nil when not measured) when that is
+// lower, since live records must first be written to a source cluster no
+// faster than that (a mirror draining a backlog can outrun it). A producer
+// writes timestamped records at that rate to a fresh source topic, spread
+// over its partitions, for -probe-duration, and a consumer on the
+// destination notes when each arrives. Its latency is the
 // receipt less the record's timestamp (the producer's CreateTime, which
 // both mirrors keep), so it includes the probe producer's batching and the
 // consumer's fetch. The first probeLead of records is left out (the
 // pipeline's first round trips). The results go into m.
-func (b *bed) probe(ctx context.Context, w workload, c string, m *measurement) error {
+func (b *bed) probe(ctx context.Context, w workload, c string, m, limit *measurement) error {
 	if m == nil || m.RecordsPerSecond <= 0 {
 		return errors.New("no measured rate to probe at")
 	}
-	rate := max(m.RecordsPerSecond/2, 10)
+	rate := max(probeCapacity(m, limit)/2, 10)
 	topic := probeTopic(w, c)
 	if err := createTopic(ctx, b.env.Source, topic, w.Partitions, 1, w.topicConfigs(true)); err != nil {
 		return err
@@ -107,7 +113,8 @@ func (b *bed) probe(ctx context.Context, w workload, c string, m *measurement) e
 		}
 		for due := int(rate * time.Since(start).Seconds()); sent < due; sent++ {
 			_, value := gen.next()
-			src.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte("probe"), Value: value, Timestamp: time.Now()}, func(_ *kgo.Record, err error) {
+			key := strconv.AppendInt([]byte(probeKey), int64(sent), 10) // spread over the partitions
+			src.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.Now()}, func(_ *kgo.Record, err error) {
 				if err != nil {
 					select {
 					case errc <- err:
@@ -143,6 +150,18 @@ func (b *bed) probe(ctx context.Context, w workload, c string, m *measurement) e
 	return nil
 }
 
+// probeKey begins the key of every measured probe record.
+const probeKey = "probe-"
+
+// probeCapacity is the records/s the probe takes as a mirror's capacity:
+// what m measured, or the destination's own ingest (limit) when lower.
+func probeCapacity(m, limit *measurement) float64 {
+	if limit != nil && limit.RecordsPerSecond > 0 {
+		return min(m.RecordsPerSecond, limit.RecordsPerSecond)
+	}
+	return m.RecordsPerSecond
+}
+
 // latencies collects the probe's measurements.
 type latencies struct {
 	mu    sync.Mutex
@@ -173,13 +192,13 @@ func (l *latencies) consume(ctx context.Context, wg *sync.WaitGroup, cl *kgo.Cli
 		now := time.Now()
 		l.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
-			switch string(r.Key) {
-			case "ready":
+			switch {
+			case string(r.Key) == "ready":
 				if !isReady {
 					isReady = true
 					close(ready)
 				}
-			case "probe":
+			case bytes.HasPrefix(r.Key, []byte(probeKey)):
 				l.count++
 				if !l.from.IsZero() && !r.Timestamp.Before(l.from) {
 					l.ms = append(l.ms, float64(now.Sub(r.Timestamp).Microseconds())/1000)

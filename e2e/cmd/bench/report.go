@@ -154,12 +154,12 @@ func (w *workloadResult) Table() string {
 	var probes []string
 	for _, r := range w.Results {
 		if r.ProbeRecords > 0 {
-			probes = append(probes, fmt.Sprintf("%s at %s records/s (half its measured rate), %s records: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+			probes = append(probes, fmt.Sprintf("%s at %s records/s (half its capacity), %s records: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 				contenderTitle[r.Contender], thousands(int64(r.ProbeRecordsPerSecond+0.5)), thousands(int64(r.ProbeRecords)), r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyMaxMs))
 		}
 	}
 	if len(probes) > 0 {
-		fmt.Fprintf(&b, "\nEnd-to-end latency (source producer's timestamp to a destination consumer's receipt): %s.\n", strings.Join(probes, "; "))
+		fmt.Fprintf(&b, "\nEnd-to-end latency (source producer's timestamp to a destination consumer's receipt; capacity is the records/s the mirror measured, or the destination's own ingest when lower): %s.\n", strings.Join(probes, "; "))
 	}
 	b.WriteString("\n")
 	return b.String()
