@@ -9,7 +9,8 @@
 // Files: config.go (keys, defaults, validation; ${env:...} and ${file:...}
 // references are resolved with properties.Resolver), validate.go (shared
 // checks and messages), cpu.go (sidecar.cpu.cores: the cores that run Go
-// code, applied by the daemon's main), peer.go (peer.* and the listeners' bounds; the
+// code, applied by the daemon's main), memory.go (the Go runtime's soft
+// memory limit derived from mirror.buffer.memory.bytes), peer.go (peer.* and the listeners' bounds; the
 // peer stream layer of peer.security.protocol=SSL), adminsec.go (the admin
 // endpoint's admin.security.protocol, admin.sasl.*, admin.ssl.* and
 // admin.super.users, its server options), components.go (wiring; SourceKgoOpts, which

@@ -121,6 +121,8 @@ func runSidecar(path string) error {
 		zap.Object("config", cfg))
 	cores, by := sidecar.ApplyCPUCores(cfg)
 	log.Info("running Go code on at most this many cores at once", zap.Int("cores", cores), zap.String("set-by", by))
+	limit, by := sidecar.ApplyMemoryLimit(cfg)
+	log.Info("the Go runtime collects garbage more often near this soft memory limit", zap.Int64("bytes", limit), zap.String("set-by", by))
 
 	sc, err := sidecar.New(cfg, log)
 	if err != nil {
